@@ -1,0 +1,63 @@
+"""Shared fixtures: one real embedded stack (Kafka + MinIO) per test session.
+
+The stack binds free ports and keeps its data in a temporary directory, while the
+jar and binary caches are the ordinary ones (~/.cache/webgym or WEBGYM_HOME), so a
+developer's own `webgym infra up` is never disturbed. Each test gets its own topic
+prefix, so tests never see each other's events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+
+from infra import stack
+from infra.procs import free_port
+from webgym_common.admin import create_topics
+from webgym_common.bus import EventProducer
+from webgym_common.config import InfraSettings, Settings, load_settings
+
+
+def stack_settings(data_dir: str) -> Settings:
+    return load_settings(
+        infra={
+            "home": InfraSettings().home,
+            "data_dir": data_dir,
+            "kafka_port": free_port(),
+            "kafka_controller_port": free_port(),
+            "minio_port": free_port(),
+            "minio_console_port": free_port(),
+            "sandbox_port": free_port(),
+        },
+        kafka={"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000, "partitions": 4},
+    )
+
+
+@pytest.fixture(scope="session")
+def stack_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """Kafka and MinIO, really started, for the whole session."""
+    settings = stack_settings(str(tmp_path_factory.mktemp("stack")))
+    try:
+        asyncio.run(stack.up(settings, only=["kafka", "minio"]))
+        yield settings
+    finally:
+        stack.down(settings)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def settings(stack_base: Settings) -> Settings:
+    """Stack settings with a fresh topic prefix whose topics exist."""
+    kafka = stack_base.kafka.model_copy(update={"topic_prefix": f"t{uuid.uuid4().hex[:10]}"})
+    s = stack_base.model_copy(update={"kafka": kafka})
+    await create_topics(s)
+    return s
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def producer(settings: Settings) -> AsyncIterator[EventProducer]:
+    async with EventProducer(settings, client_id="test") as p:
+        yield p

@@ -1,0 +1,375 @@
+"""Static checks of docker-compose.yml and the Dockerfile.
+
+Docker does not run on the CI machine, so these tests read the files and check
+the contracts the stack depends on: which services exist, how they wait for
+each other, what is published to the host, and how the pipeline processes are
+started and configured.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+
+PROJECT_IMAGE = "webgym-stream:latest"
+
+INFRA_IMAGES = {
+    "redpanda": "docker.redpanda.com/redpandadata/redpanda:v24.2.7",
+    "console": "docker.redpanda.com/redpandadata/console:v2.7.2",
+    "minio": "minio/minio:RELEASE.2025-04-22T22-12-26Z",
+    "vllm": "vllm/vllm-openai:v0.11.0",
+}
+
+PIPELINE_COMMANDS = {
+    "browser": ["webgym", "worker", "browser", "--contexts", "8"],
+    "policy": ["webgym", "worker", "policy"],
+    "evaluator": ["webgym", "worker", "evaluator"],
+    "history": ["webgym", "worker", "history"],
+    "replay": ["webgym", "worker", "replay"],
+    "metrics": ["webgym", "worker", "metrics"],
+    "trainer": ["webgym", "worker", "trainer"],
+    "controller": ["webgym", "rollout", "--split", "train"],
+    "monitor": ["webgym", "monitor"],
+}
+
+# Services built from the project image: the pipeline plus the one-shot init.
+PROJECT_SERVICES = {*PIPELINE_COMMANDS, "topic-init"}
+
+EXPECTED_SERVICES = {*INFRA_IMAGES, *PROJECT_SERVICES}
+
+USES_OBJECT_STORE = {"browser", "evaluator", "replay", "trainer"}
+
+VALID_CONDITIONS = {
+    "service_started",
+    "service_healthy",
+    "service_completed_successfully",
+}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load(COMPOSE_FILE.read_text())
+    assert isinstance(data, dict), "docker-compose.yml must be a mapping"
+    return data
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    svcs = compose.get("services")
+    assert isinstance(svcs, dict) and svcs, "no services declared"
+    return svcs
+
+
+def as_argv(value: Any) -> list[str]:
+    """A compose command/test in either form (string or list) as an argv list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return shlex.split(value)
+    return [str(v) for v in value]
+
+
+def depends_on(service: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """depends_on in long form; the short (list) form means service_started."""
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):
+        return {name: {"condition": "service_started"} for name in deps}
+    return {name: (spec or {"condition": "service_started"}) for name, spec in deps.items()}
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        return dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {str(k): "" if v is None else str(v) for k, v in env.items()}
+
+
+def published_ports(service: dict[str, Any]) -> set[int]:
+    """Host ports a service publishes, from short or long port syntax."""
+    host_ports: set[int] = set()
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):
+            if port.get("published") is not None:
+                host_ports.add(int(str(port["published"]).split("-")[0]))
+            continue
+        # [ip:]host:container[/proto]; a bare container port publishes nothing fixed.
+        parts = str(port).split("/")[0].split(":")
+        if len(parts) >= 2 and parts[-2]:
+            host_ports.add(int(parts[-2].split("-")[0]))
+    return host_ports
+
+
+def test_expected_services_exist(services: dict[str, dict[str, Any]]) -> None:
+    missing = EXPECTED_SERVICES - services.keys()
+    assert not missing, f"missing services: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("name", sorted(INFRA_IMAGES))
+def test_infra_images_are_pinned(services: dict[str, dict[str, Any]], name: str) -> None:
+    assert services[name].get("image") == INFRA_IMAGES[name]
+    assert "build" not in services[name]
+
+
+@pytest.mark.parametrize("name", sorted(PROJECT_SERVICES))
+def test_project_services_build_the_project_image(
+    services: dict[str, dict[str, Any]], name: str
+) -> None:
+    svc = services[name]
+    build = svc.get("build")
+    context = build.get("context") if isinstance(build, dict) else build
+    assert context in (".", "./"), f"{name}: build context is {context!r}"
+    assert svc.get("image") == PROJECT_IMAGE
+
+
+@pytest.mark.parametrize(
+    ("name", "ports"),
+    [
+        ("redpanda", {19092}),
+        ("minio", {9000, 9001}),
+        ("console", {8080}),
+        ("vllm", {8000}),
+        ("monitor", {8501}),
+    ],
+)
+def test_published_ports(services: dict[str, dict[str, Any]], name: str, ports: set[int]) -> None:
+    assert ports <= published_ports(services[name])
+
+
+def test_redpanda_advertises_internal_and_host_listeners(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    argv = " ".join(as_argv(services["redpanda"].get("command")))
+    assert "dev-container" in argv
+    advertised = re.search(r"--advertise-kafka-addr[= ](\S+)", argv)
+    assert advertised, "redpanda must advertise its Kafka listeners"
+    assert "redpanda:9092" in advertised.group(1)
+    assert "localhost:19092" in advertised.group(1)
+
+
+def test_depends_on_targets_exist_with_valid_conditions(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    problems = []
+    for name, svc in services.items():
+        for target, spec in depends_on(svc).items():
+            if target not in services:
+                problems.append(f"{name} -> {target}: no such service")
+            if target == name:
+                problems.append(f"{name} depends on itself")
+            condition = spec.get("condition", "service_started")
+            if condition not in VALID_CONDITIONS:
+                problems.append(f"{name} -> {target}: invalid condition {condition!r}")
+    assert not problems, problems
+
+
+def test_depends_on_has_no_cycles(services: dict[str, dict[str, Any]]) -> None:
+    state: dict[str, str] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        assert state.get(name) != "visiting", f"cycle: {' -> '.join([*path, name])}"
+        state[name] = "visiting"
+        for target in depends_on(services.get(name, {})):
+            visit(target, [*path, name])
+        state[name] = "done"
+
+    for name in services:
+        visit(name, [])
+
+
+@pytest.mark.parametrize("name", ["redpanda", "minio", "vllm"])
+def test_infra_has_healthcheck(services: dict[str, dict[str, Any]], name: str) -> None:
+    test = as_argv(services[name].get("healthcheck", {}).get("test"))
+    assert test and test[0] != "NONE", f"{name} needs a healthcheck"
+
+
+def test_redpanda_healthcheck_checks_cluster_health(services: dict[str, dict[str, Any]]) -> None:
+    test = " ".join(as_argv(services["redpanda"]["healthcheck"]["test"]))
+    assert "rpk cluster health" in test
+    assert "Healthy:" in test
+
+
+def test_vllm_healthcheck_hits_health_endpoint(services: dict[str, dict[str, Any]]) -> None:
+    test = " ".join(as_argv(services["vllm"]["healthcheck"]["test"]))
+    assert "/health" in test
+
+
+def test_service_healthy_targets_have_healthchecks(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name, svc in services.items():
+        for target, spec in depends_on(svc).items():
+            if spec.get("condition") == "service_healthy":
+                hc = services.get(target, {}).get("healthcheck") or {}
+                assert hc.get("test") and not hc.get("disable"), (
+                    f"{name} waits for {target} to be healthy but it has no healthcheck"
+                )
+
+
+def test_topic_init_creates_topics_once(services: dict[str, dict[str, Any]]) -> None:
+    svc = services["topic-init"]
+    assert as_argv(svc.get("command"))[:3] == ["webgym", "topics", "create"]
+    assert str(svc.get("restart")) == "no"
+    deps = depends_on(svc)
+    assert deps.get("redpanda", {}).get("condition") == "service_healthy"
+    assert deps.get("minio", {}).get("condition") == "service_healthy"
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINE_COMMANDS))
+def test_pipeline_service_command(services: dict[str, dict[str, Any]], name: str) -> None:
+    svc = services[name]
+    argv = as_argv(svc.get("command"))
+    assert argv and argv[0] == "webgym", f"{name}: command must start with webgym"
+    assert argv == PIPELINE_COMMANDS[name]
+    # The image's ENTRYPOINT is `webgym`; a command that names it again must
+    # clear the entrypoint or the process would run `webgym webgym ...`.
+    assert svc.get("entrypoint") == [], f"{name}: entrypoint must be cleared"
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINE_COMMANDS))
+def test_pipeline_service_waits_for_topics(services: dict[str, dict[str, Any]], name: str) -> None:
+    deps = depends_on(services[name])
+    assert deps.get("topic-init", {}).get("condition") == "service_completed_successfully"
+
+
+@pytest.mark.parametrize("name", sorted(USES_OBJECT_STORE))
+def test_object_store_users_wait_for_minio(services: dict[str, dict[str, Any]], name: str) -> None:
+    assert depends_on(services[name]).get("minio", {}).get("condition") == "service_healthy"
+
+
+@pytest.mark.parametrize("name", sorted(PROJECT_SERVICES))
+def test_pipeline_environment(services: dict[str, dict[str, Any]], name: str) -> None:
+    env = environment(services[name])
+    assert env.get("WEBGYM_KAFKA__BOOTSTRAP_SERVERS", "").split(":")[0] == "redpanda"
+    assert env.get("WEBGYM_KAFKA__SCHEMA_REGISTRY_URL") == "http://redpanda:8081"
+    assert env.get("WEBGYM_S3__ENDPOINT") == "minio:9000"
+    assert env.get("WEBGYM_S3__BUCKET") == "webgym"
+    assert env.get("WEBGYM_S3__ACCESS_KEY")
+    assert env.get("WEBGYM_S3__SECRET_KEY")
+    assert "http://vllm:8000/v1" in env.get("WEBGYM_POLICY__BASE_URL", "")
+
+
+def test_s3_credentials_match_minio(services: dict[str, dict[str, Any]]) -> None:
+    minio_env = environment(services["minio"])
+    for name in PROJECT_SERVICES:
+        env = environment(services[name])
+        assert env["WEBGYM_S3__ACCESS_KEY"] == minio_env["MINIO_ROOT_USER"], name
+        assert env["WEBGYM_S3__SECRET_KEY"] == minio_env["MINIO_ROOT_PASSWORD"], name
+
+
+def test_vllm_is_gpu_only(services: dict[str, dict[str, Any]]) -> None:
+    svc = services["vllm"]
+    assert "gpu" in (svc.get("profiles") or [])
+    devices = svc["deploy"]["resources"]["reservations"]["devices"]
+    assert any(
+        d.get("driver") == "nvidia" and "gpu" in (d.get("capabilities") or []) for d in devices
+    )
+    # Nothing outside the profile may hard-require it, or a GPU-less
+    # `docker compose up` would refuse to start.
+    for name, other in services.items():
+        if "gpu" in (other.get("profiles") or []):
+            continue
+        spec = depends_on(other).get("vllm")
+        assert spec is None or spec.get("required") is False, name
+
+
+def test_vllm_serves_lora_policy(services: dict[str, dict[str, Any]]) -> None:
+    svc = services["vllm"]
+    argv = as_argv(svc.get("command"))
+    assert "--enable-lora" in argv
+    assert argv[argv.index("--served-model-name") + 1] == "webgym-policy"
+    assert "--model" in argv
+    assert environment(svc).get("VLLM_ALLOW_RUNTIME_LORA_UPDATING") == "True"
+
+
+def _volume_mounts(service: dict[str, Any]) -> dict[str, str]:
+    mounts = {}
+    for vol in service.get("volumes") or []:
+        if isinstance(vol, dict):
+            mounts[str(vol.get("source"))] = str(vol.get("target"))
+        else:
+            source, target = str(vol).split(":")[:2]
+            mounts[source] = target
+    return mounts
+
+
+def test_trainer_and_vllm_share_checkpoints(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    trainer = _volume_mounts(services["trainer"])
+    vllm = _volume_mounts(services["vllm"])
+    assert "checkpoints" in trainer and "checkpoints" in vllm
+    # Checkpoint paths published by the trainer must resolve inside vLLM.
+    assert trainer["checkpoints"] == vllm["checkpoints"]
+
+
+def test_named_volumes_declared(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    declared = set((compose.get("volumes") or {}).keys())
+    assert {"checkpoints", "hf-cache"} <= declared
+    assert any("redpanda" in v for v in declared)
+    assert any("minio" in v for v in declared)
+    for name, svc in services.items():
+        for source in _volume_mounts(svc):
+            if not source.startswith((".", "/", "~")):
+                assert source in declared, f"{name} mounts undeclared volume {source}"
+
+
+def test_browser_is_scalable(services: dict[str, dict[str, Any]]) -> None:
+    svc = services["browser"]
+    assert "container_name" not in svc
+    assert not published_ports(svc), "a fixed host port would collide when scaled"
+
+
+# --- Dockerfile ---------------------------------------------------------------
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs with comments dropped and lines joined."""
+    instructions: list[tuple[str, str]] = []
+    current = ""
+    for raw in DOCKERFILE.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        current += line
+        keyword, _, args = current.partition(" ")
+        instructions.append((keyword.upper(), args.strip()))
+        current = ""
+    return instructions
+
+
+def test_dockerfile_base_and_entrypoint() -> None:
+    instructions = dockerfile_instructions()
+    assert instructions[0] == ("FROM", "python:3.11-slim-bookworm")
+    entrypoints = [args for kw, args in instructions if kw == "ENTRYPOINT"]
+    assert entrypoints and entrypoints[-1].replace(" ", "") == '["webgym"]'
+
+
+def test_dockerfile_installs_headless_shell_not_playwright_browsers() -> None:
+    runs = [args for kw, args in dockerfile_instructions() if kw == "RUN"]
+    assert any(
+        "apt-get install" in run and "chromium-headless-shell" in run.split() for run in runs
+    )
+    for run in runs:
+        assert not re.search(r"playwright\s+install", run), run
+
+
+def test_dockerfile_installs_project_editable_with_optional_lock() -> None:
+    runs = " ".join(args for kw, args in dockerfile_instructions() if kw == "RUN")
+    assert "pip install -e ." in runs
+    assert "-c requirements.lock" in runs

@@ -1,0 +1,3 @@
+from webgym_common.cli import app
+
+app(prog_name="webgym")

@@ -1,0 +1,113 @@
+"""Topic administration: idempotent creation from the registry, config inspection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+from webgym_common.config import Settings
+from webgym_common.topics import TopicSpec, topic_specs
+
+TOPIC_ALREADY_EXISTS = 36  # Kafka protocol error code
+
+
+@dataclass(frozen=True)
+class TopicResult:
+    name: str
+    status: str  # "created", "exists" or "mismatch: ..."
+
+
+def admin_client(settings: Settings) -> AIOKafkaAdminClient:
+    return AIOKafkaAdminClient(
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        request_timeout_ms=settings.kafka.request_timeout_ms,
+        client_id="webgym-admin",
+    )
+
+
+async def create_topics(settings: Settings) -> list[TopicResult]:
+    """Create every registry topic that is missing; report existing ones that differ."""
+    specs = list(topic_specs(settings.kafka).values())
+    admin = admin_client(settings)
+    # The broker may still be electing its controller right after start.
+    async for attempt in AsyncRetrying(
+        stop=stop_after_delay(30), wait=wait_fixed(1), reraise=True,
+        retry=retry_if_exception_type(Exception),
+    ):
+        with attempt:
+            await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [s for s in specs if s.name not in existing]
+        created: set[str] = set()
+        if missing:
+            response = await admin.create_topics(
+                [_new_topic(s, settings.kafka.replication_factor) for s in missing],
+                timeout_ms=settings.kafka.request_timeout_ms,
+            )
+            for name, code, *message in response.topic_errors:
+                if code == 0:
+                    created.add(name)
+                elif code != TOPIC_ALREADY_EXISTS:  # another process won the race: fine
+                    raise RuntimeError(f"creating topic {name} failed: error {code} {message}")
+        results = [TopicResult(n, "created") for n in sorted(created)]
+        # Creation returns before every partition has a leader; wait so callers can use them.
+        partitions = await _wait_for_leaders(admin, [s.name for s in specs])
+        for s in specs:
+            if s.name not in created:
+                have = partitions.get(s.name)
+                status = "exists" if have == s.partitions else (
+                    f"mismatch: has {have} partitions, registry says {s.partitions}"
+                )
+                results.append(TopicResult(s.name, status))
+        return results
+    finally:
+        await admin.close()
+
+
+def _new_topic(spec: TopicSpec, replication: int) -> NewTopic:
+    return NewTopic(
+        name=spec.name,
+        num_partitions=spec.partitions,
+        replication_factor=replication,
+        topic_configs=spec.kafka_configs(),
+    )
+
+
+async def _wait_for_leaders(
+    admin: AIOKafkaAdminClient, names: list[str], timeout_s: float = 30.0
+) -> dict[str, int]:
+    """Partition counts once every partition of every topic has a leader."""
+    counts: dict[str, int] = {}
+    async for attempt in AsyncRetrying(
+        stop=stop_after_delay(timeout_s), wait=wait_fixed(0.2),
+        retry=retry_if_exception_type(LookupError),
+    ):
+        with attempt:
+            described = await admin.describe_topics(names)
+            counts = {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0}
+            led = all(p["leader"] >= 0 for t in described for p in t["partitions"])
+            if set(counts) != set(names) or not led:
+                raise LookupError("topics not ready yet")
+    return counts
+
+
+async def describe_topic_configs(settings: Settings, names: list[str]) -> dict[str, dict[str, str]]:
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        responses = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, n) for n in names]
+        )
+    finally:
+        await admin.close()
+    out: dict[str, dict[str, str]] = {}
+    for response in responses:
+        for resource in response.resources:
+            # (error_code, error_message, resource_type, resource_name, config_entries)
+            name, entries = resource[3], resource[4]
+            out[name] = {entry[0]: entry[1] for entry in entries}
+    return out

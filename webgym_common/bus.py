@@ -1,0 +1,216 @@
+"""The Kafka side: producer/consumer factories, typed publish/consume, the dead-letter helper.
+
+Delivery is at-least-once: a consumer commits a message's offset only after the
+caller says its effects are published (`commit`). Bytes that do not decode go to
+the dead-letter topic with the reason and the consumer moves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.structs import OffsetAndMetadata
+
+from webgym_common.codec import Codec, DecodeError
+from webgym_common.config import Settings
+from webgym_common.events import DeadLetter, Event
+from webgym_common.topics import Topic, topic_name
+
+log = logging.getLogger(__name__)
+
+
+def make_producer(settings: Settings, client_id: str = "webgym") -> AIOKafkaProducer:
+    k = settings.kafka
+    return AIOKafkaProducer(
+        bootstrap_servers=k.bootstrap_servers,
+        client_id=client_id,
+        acks="all",
+        enable_idempotence=True,
+        compression_type=None if k.compression == "none" else k.compression,
+        linger_ms=k.linger_ms,
+        max_request_size=k.max_request_size,
+        request_timeout_ms=k.request_timeout_ms,
+    )
+
+
+def make_consumer(
+    settings: Settings, topics: Iterable[str], group_id: str | None, client_id: str = "webgym"
+) -> AIOKafkaConsumer:
+    k = settings.kafka
+    return AIOKafkaConsumer(
+        *topics,
+        bootstrap_servers=k.bootstrap_servers,
+        client_id=client_id,
+        group_id=group_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=k.session_timeout_ms,
+        heartbeat_interval_ms=k.heartbeat_interval_ms,
+        max_poll_interval_ms=k.max_poll_interval_ms,
+        request_timeout_ms=k.request_timeout_ms,
+        # Only read what idempotent/transactional producers have committed.
+        isolation_level="read_committed",
+    )
+
+
+class EventProducer:
+    """Publishes typed events; `publish` returns once the broker has the event (acks=all)."""
+
+    def __init__(self, settings: Settings, codec: Codec | None = None, client_id: str = "webgym"):
+        self.settings = settings
+        self.codec = codec or Codec()
+        self.producer = make_producer(settings, client_id)
+
+    async def start(self) -> None:
+        await self.producer.start()
+        await self.codec.prepare(self.settings.kafka.topic_prefix)
+
+    async def stop(self) -> None:
+        await self.producer.stop()
+
+    async def __aenter__(self) -> EventProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def topic(self, topic: Topic) -> str:
+        return topic_name(self.settings.kafka, topic)
+
+    async def publish(self, topic: Topic, key: str, event: Event) -> None:
+        await self.publish_raw(self.topic(topic), key.encode(), self.codec.encode(event))
+
+    async def publish_raw(self, topic: str, key: bytes | None, value: bytes) -> None:
+        timeout = self.settings.kafka.request_timeout_ms / 1000
+        await asyncio.wait_for(self.producer.send_and_wait(topic, value, key=key), timeout)
+
+    async def dead_letter(self, record: ConsumerRecord, error: str, group_id: str | None) -> None:
+        """Send bytes nobody could handle to the DLQ, keyed by their source topic."""
+        letter = DeadLetter(
+            source_topic=record.topic,
+            source_partition=record.partition,
+            source_offset=record.offset,
+            source_key=record.key,
+            raw_value=record.value or b"",
+            error=error,
+            consumer_group=group_id,
+        )
+        await self.publish(Topic.DLQ, record.topic, letter)
+        log.warning(
+            "dead-lettered %s[%d]@%d: %s", record.topic, record.partition, record.offset, error
+        )
+
+
+@dataclass(frozen=True)
+class Received:
+    """A decoded event and where it came from."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    event: Event
+    timestamp_ms: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+class EventConsumer:
+    """Consumes typed events from one or more topics in one group.
+
+    Undecodable messages are dead-lettered (and committed past) without stopping.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        topics: Iterable[Topic],
+        group_id: str | None,
+        producer: EventProducer,
+        codec: Codec | None = None,
+        client_id: str = "webgym",
+        listener: ConsumerRebalanceListener | None = None,
+    ):
+        self.settings = settings
+        self.group_id = group_id
+        self.producer = producer
+        self.codec = codec or producer.codec
+        self.topic_names = [topic_name(settings.kafka, t) for t in topics]
+        self.consumer = make_consumer(settings, [], group_id, client_id)
+        self.listener = listener
+        self.dead_lettered = 0
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self.consumer.subscribe(self.topic_names, listener=self.listener)
+
+    async def stop(self) -> None:
+        await self.consumer.stop()
+
+    async def __aenter__(self) -> EventConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def events(self, poll_timeout_ms: int = 500) -> AsyncIterator[Received]:
+        """Yield decoded events forever; the caller commits each after handling it."""
+        while True:
+            batches = await self.consumer.getmany(timeout_ms=poll_timeout_ms)
+            for records in batches.values():
+                for record in records:
+                    received = await self._decode(record)
+                    if received is not None:
+                        yield received
+
+    async def _decode(self, record: ConsumerRecord) -> Received | None:
+        try:
+            await self.codec.resolve(record.value)
+            event = self.codec.decode(record.value)
+        except DecodeError as err:
+            await self.producer.dead_letter(record, str(err), self.group_id)
+            self.dead_lettered += 1
+            await self.commit_offset(TopicPartition(record.topic, record.partition), record.offset)
+            return None
+        key = record.key.decode(errors="replace") if record.key is not None else None
+        return Received(
+            record.topic, record.partition, record.offset, key, event, record.timestamp
+        )
+
+    async def commit(self, received: Received) -> None:
+        await self.commit_offset(received.tp, received.offset)
+
+    async def commit_offset(self, tp: TopicPartition, offset: int) -> None:
+        """Mark everything up to and including `offset` on `tp` as handled."""
+        if self.group_id is None:
+            return
+        if tp not in self.consumer.assignment():
+            return  # the partition moved away; its new owner re-reads from the last commit
+        await self.consumer.commit({tp: OffsetAndMetadata(offset + 1, "")})
+
+
+async def read_events(
+    settings: Settings,
+    topic: Topic,
+    count: int,
+    producer: EventProducer,
+    timeout_s: float = 30.0,
+) -> list[Received]:
+    """Read the first `count` events of a topic from the beginning, without a group."""
+    out: list[Received] = []
+    async with EventConsumer(settings, [topic], None, producer, client_id="webgym-reader") as c:
+        async with asyncio.timeout(timeout_s):
+            async for received in c.events():
+                out.append(received)
+                if len(out) >= count:
+                    break
+    return out

@@ -1,0 +1,160 @@
+"""`webgym`: the one command line for the whole pipeline."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from webgym_common.config import SettingsError, get_settings
+
+console = Console()
+app = typer.Typer(help="WebGym Stream: RL for web agents over Kafka.", no_args_is_help=True)
+infra_app = typer.Typer(
+    help="The embedded stack (Kafka, MinIO, sandbox web).", no_args_is_help=True
+)
+topics_app = typer.Typer(help="Topics from the registry.", no_args_is_help=True)
+app.add_typer(infra_app, name="infra")
+app.add_typer(topics_app, name="topics")
+
+
+def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Known failures print one clear line and exit 1, never a traceback."""
+    from infra.procs import InfraError
+    from webgym_common.objectstore import ObjectStoreError
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (InfraError, SettingsError, ObjectStoreError, TimeoutError) as err:
+            console.print(f"[red]error:[/red] {err or type(err).__name__}", highlight=False)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+@app.callback()
+def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO.")) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+
+
+@infra_app.command("up")
+@one_line_errors
+def infra_up() -> None:
+    """Start Kafka (KRaft), MinIO and the sandbox web on 127.0.0.1; wait until healthy."""
+    from infra import stack
+
+    settings = get_settings()
+    with console.status("starting the embedded stack") as status:
+        asyncio.run(stack.up(settings, on_step=lambda msg: status.update(msg)))
+    _print_status(settings)
+
+
+@infra_app.command("prepare")
+@one_line_errors
+def infra_prepare() -> None:
+    """Fetch the Kafka jars and build MinIO into the cache (done by `up` when missing)."""
+    from infra import kafka_broker, minio_server
+
+    infra = get_settings().infra
+    with console.status(f"Kafka {infra.kafka_version} jars from Maven Central"):
+        lib = kafka_broker.fetch_jars(infra)
+    console.print(f"kafka jars: {lib}")
+    with console.status(f"building MinIO {infra.minio_version} (first time: a few minutes)"):
+        exe = minio_server.build(infra)
+    console.print(f"minio: {exe}")
+
+
+@infra_app.command("status")
+@one_line_errors
+def infra_status() -> None:
+    """Show each component, its address, version and health."""
+    healthy = _print_status(get_settings())
+    raise typer.Exit(0 if healthy else 1)
+
+
+@infra_app.command("down")
+@one_line_errors
+def infra_down() -> None:
+    """Stop everything `infra up` started."""
+    from infra import stack
+
+    settings = get_settings()
+    stopped = stack.down(settings)
+    console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    left = stack.listening_ports(settings)
+    if left:
+        console.print(f"[red]still listening:[/red] {left}")
+        raise typer.Exit(1)
+
+
+def _print_status(settings: Any) -> bool:
+    from infra import stack
+
+    rows = asyncio.run(stack.status(settings))
+    table = Table(title="WebGym embedded stack")
+    for col in ("component", "address", "version", "pid", "state"):
+        table.add_column(col)
+    for r in rows:
+        state = "[green]healthy[/green]" if r.healthy else (
+            "[yellow]unhealthy[/yellow]" if r.pid else "[red]stopped[/red]"
+        )
+        table.add_row(r.name, r.address, r.version, str(r.pid or "-"), state)
+    console.print(table)
+    return all(r.healthy for r in rows)
+
+
+@topics_app.command("create")
+@one_line_errors
+def topics_create() -> None:
+    """Create every registry topic that is missing (safe to run again)."""
+    from webgym_common.admin import create_topics
+
+    results = asyncio.run(create_topics(get_settings()))
+    for r in results:
+        colour = "yellow" if r.status.startswith("mismatch") else "green"
+        console.print(f"[{colour}]{r.status:>8}[/{colour}] {r.name}", highlight=False)
+
+
+@topics_app.command("list")
+@one_line_errors
+def topics_list() -> None:
+    """Show the registry: names, partitions, cleanup policy, retention."""
+    from webgym_common.topics import topic_specs
+
+    table = Table(title="topic registry")
+    for col in ("topic", "partitions", "cleanup", "retention.ms", "events"):
+        table.add_column(col)
+    for spec in topic_specs(get_settings().kafka).values():
+        table.add_row(spec.name, str(spec.partitions), spec.cleanup_policy,
+                      str(spec.retention_ms), ", ".join(spec.value_types))
+    console.print(table)
+
+
+@app.command("run")
+@one_line_errors
+def run() -> None:
+    """The main job: bring the stack up, create topics, push a sample event round trip."""
+    from infra import stack
+    from infra.smoke import sample_round_trip
+    from webgym_common.admin import create_topics
+
+    settings = get_settings()
+    with console.status("starting the embedded stack") as status:
+        asyncio.run(stack.up(settings, on_step=lambda msg: status.update(msg)))
+        status.update("creating topics")
+        asyncio.run(create_topics(settings))
+        status.update("sample event round trip")
+        trip = asyncio.run(sample_round_trip(settings))
+    _print_status(settings)
+    console.print(
+        f"round trip ok: StepObserved -> {trip.topic}[{trip.partition}]@{trip.offset} -> back "
+        f"in {trip.latency_ms:.1f} ms; screenshot blob {trip.screenshot_uri}"
+    )

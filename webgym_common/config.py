@@ -1,0 +1,151 @@
+"""The one typed settings object.
+
+Values come from (highest first): constructor arguments, environment variables
+(`WEBGYM_<SECTION>__<FIELD>`, e.g. `WEBGYM_KAFKA__BOOTSTRAP_SERVERS`), the YAML
+file named by `WEBGYM_CONFIG` (sections as top-level keys), then the defaults here.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_HOME = Path(os.environ.get("WEBGYM_HOME", Path.home() / ".cache" / "webgym"))
+
+
+class KafkaSettings(BaseModel):
+    # Unset: the embedded broker's address (infra.host:infra.kafka_port).
+    bootstrap_servers: str = ""
+    # Every topic name is "<topic_prefix>.<suffix>"; tests use a unique prefix each.
+    topic_prefix: str = "webgym"
+    # Episode-keyed topics share this count so a worker owning an episode's
+    # partition in webgym.episodes also owns it in webgym.actions.
+    partitions: int = Field(8, ge=1, le=1024)
+    replication_factor: int = Field(1, ge=1)
+    schema_registry_url: str | None = None
+    request_timeout_ms: int = Field(30_000, ge=1000)
+    session_timeout_ms: int = Field(10_000, ge=1000)
+    heartbeat_interval_ms: int = Field(1_000, ge=100)
+    max_poll_interval_ms: int = Field(300_000, ge=1000)
+    linger_ms: int = Field(5, ge=0)
+    compression: Literal["zstd", "gzip", "lz4", "snappy", "none"] = "zstd"
+    max_request_size: int = Field(4 * 1024 * 1024, ge=1024)
+    replay_retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=60_000)
+    scored_retention_ms: int = Field(-1, ge=-1)  # -1 = forever: scored episodes are the record
+    default_retention_ms: int = Field(3 * 24 * 3600 * 1000, ge=60_000)
+
+
+class S3Settings(BaseModel):
+    # Unset: the embedded MinIO's address (infra.host:infra.minio_port).
+    endpoint: str = ""
+    access_key: str = "webgym"
+    secret_key: str = "webgym-secret"
+    bucket: str = "webgym"
+    secure: bool = False
+    region: str = "us-east-1"
+    timeout_s: float = Field(30.0, gt=0)
+    presign_expiry_s: int = Field(3600, ge=1, le=7 * 24 * 3600)
+
+
+class InfraSettings(BaseModel):
+    """Where the embedded stack keeps its caches, data and logs, and which ports it binds."""
+
+    home: Path = DEFAULT_HOME  # caches: jars, binaries, venvs
+    data_dir: Path | None = None  # unset: <home>/data
+    host: str = "127.0.0.1"
+    kafka_version: str = "3.9.2"
+    kafka_port: int = Field(19092, ge=1, le=65535)
+    kafka_controller_port: int = Field(19093, ge=1, le=65535)
+    kafka_heap: str = "512m"
+    minio_version: str = "v0.0.0-20260212201848-7aac2a2c5b7c"
+    minio_port: int = Field(19000, ge=1, le=65535)
+    minio_console_port: int = Field(19001, ge=1, le=65535)
+    sandbox_port: int = Field(18765, ge=1, le=65535)
+    start_timeout_s: float = Field(120.0, gt=0)
+    stop_timeout_s: float = Field(20.0, gt=0)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home
+
+    @model_validator(mode="after")
+    def _data_under_home(self) -> InfraSettings:
+        if self.data_dir is None:
+            self.data_dir = self.home / "data"
+        return self
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="WEBGYM_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    s3: S3Settings = Field(default_factory=S3Settings)
+    infra: InfraSettings = Field(default_factory=InfraSettings)
+
+    @model_validator(mode="after")
+    def _default_to_embedded_stack(self) -> Settings:
+        # The embedded stack's ports are the one place these addresses are written.
+        if not self.kafka.bootstrap_servers:
+            self.kafka.bootstrap_servers = f"{self.infra.host}:{self.infra.kafka_port}"
+        if not self.s3.endpoint:
+            self.s3.endpoint = f"{self.infra.host}:{self.infra.minio_port}"
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        yaml_path = os.environ.get("WEBGYM_CONFIG")
+        if yaml_path:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_path))
+        return tuple(sources)
+
+
+class SettingsError(ValueError):
+    """A setting has a bad value; the message names it and what is allowed."""
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        name = "WEBGYM_" + "__".join(str(p).upper() for p in e["loc"])
+        lines.append(f"setting {name} = {e.get('input')!r}: {e['msg']}")
+    return "; ".join(lines)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings, turning pydantic's error into one line per bad setting."""
+    yaml_path = os.environ.get("WEBGYM_CONFIG")
+    if yaml_path and not Path(yaml_path).is_file():
+        raise SettingsError(f"setting WEBGYM_CONFIG = {yaml_path!r}: no such YAML file")
+    try:
+        return Settings(**overrides)
+    except ValidationError as err:
+        raise SettingsError(describe_validation_error(err)) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return load_settings()
