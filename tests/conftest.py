@@ -9,8 +9,13 @@ prefix, so tests never see each other's events.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -19,7 +24,7 @@ from infra import stack
 from infra.procs import free_port
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventProducer
-from webgym_common.config import InfraSettings, Settings, load_settings
+from webgym_common.config import InfraSettings, Settings, load_settings, settings_env
 
 
 def stack_settings(data_dir: str) -> Settings:
@@ -39,10 +44,10 @@ def stack_settings(data_dir: str) -> Settings:
 
 @pytest.fixture(scope="session")
 def stack_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    """Kafka and MinIO, really started, for the whole session."""
+    """Kafka, MinIO and the sandbox web, really started, for the whole session."""
     settings = stack_settings(str(tmp_path_factory.mktemp("stack")))
     try:
-        asyncio.run(stack.up(settings, only=["kafka", "minio"]))
+        asyncio.run(stack.up(settings))
         yield settings
     finally:
         stack.down(settings)
@@ -50,11 +55,62 @@ def stack_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def settings(stack_base: Settings) -> Settings:
-    """Stack settings with a fresh topic prefix whose topics exist."""
-    kafka = stack_base.kafka.model_copy(update={"topic_prefix": f"t{uuid.uuid4().hex[:10]}"})
-    s = stack_base.model_copy(update={"kafka": kafka})
+    """Stack settings with a fresh topic prefix (and browser group) whose topics exist."""
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    kafka = stack_base.kafka.model_copy(update={"topic_prefix": prefix})
+    browser = stack_base.browser.model_copy(
+        update={"group_id": f"{prefix}-browsers", "settle_s": 0.2, "wait_action_s": 1.0,
+                "observe_timeout_s": 8.0, "action_timeout_s": 5.0, "navigation_timeout_s": 8.0}
+    )
+    s = stack_base.model_copy(update={"kafka": kafka, "browser": browser})
     await create_topics(s)
     return s
+
+
+class WorkerProcess:
+    """A real `webgym worker browser` process with the test's settings."""
+
+    def __init__(self, settings: Settings, contexts: int, log_path: Path) -> None:
+        env = {**os.environ, **settings_env(settings)}
+        self.log_path = log_path
+        self.log = log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webgym_common", "-v", "worker", "browser",
+             "--contexts", str(contexts)],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def owns_partitions(self) -> bool:
+        return "now owns" in self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye, no commit, no hand-over."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def start_worker(settings: Settings, tmp_path: Path) -> Iterator:
+    workers: list[WorkerProcess] = []
+
+    def start(contexts: int = 2) -> WorkerProcess:
+        w = WorkerProcess(settings, contexts, tmp_path / f"worker{len(workers)}.log")
+        workers.append(w)
+        return w
+
+    yield start
+    for w in workers:
+        w.stop()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -147,10 +147,32 @@ class EventConsumer:
         self.consumer = make_consumer(settings, [], group_id, client_id)
         self.listener = listener
         self.dead_lettered = 0
+        # What to do with the offset of a dead-lettered message: by default commit past it.
+        self.on_skip: Callable[[TopicPartition, int], Awaitable[None]] = self.commit_offset
 
-    async def start(self) -> None:
+    async def start(self, from_end: bool = False) -> None:
+        """Join the group (or, without a group, read every partition); `from_end` skips history."""
         await self.consumer.start()
-        self.consumer.subscribe(self.topic_names, listener=self.listener)
+        if self.group_id is None:
+            partitions = [
+                TopicPartition(topic, p)
+                for topic in self.topic_names
+                for p in sorted(await self._partitions(topic))
+            ]
+            self.consumer.assign(partitions)
+            if from_end:
+                await self.consumer.seek_to_end(*partitions)
+        else:
+            self.consumer.subscribe(self.topic_names, listener=self.listener)
+
+    async def _partitions(self, topic: str) -> set[int]:
+        for _ in range(50):
+            parts = self.consumer.partitions_for_topic(topic)
+            if parts:
+                return parts
+            await self.consumer._client.force_metadata_update()
+            await asyncio.sleep(0.1)
+        raise LookupError(f"topic {topic} does not exist (run `webgym topics create`)")
 
     async def stop(self) -> None:
         await self.consumer.stop()
@@ -179,7 +201,7 @@ class EventConsumer:
         except DecodeError as err:
             await self.producer.dead_letter(record, str(err), self.group_id)
             self.dead_lettered += 1
-            await self.commit_offset(TopicPartition(record.topic, record.partition), record.offset)
+            await self.on_skip(TopicPartition(record.topic, record.partition), record.offset)
             return None
         key = record.key.decode(errors="replace") if record.key is not None else None
         return Received(

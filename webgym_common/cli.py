@@ -6,10 +6,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from webgym_common.config import SettingsError, get_settings
@@ -20,8 +22,13 @@ infra_app = typer.Typer(
     help="The embedded stack (Kafka, MinIO, sandbox web).", no_args_is_help=True
 )
 topics_app = typer.Typer(help="Topics from the registry.", no_args_is_help=True)
+worker_app = typer.Typer(help="Pipeline processes (run several to scale).", no_args_is_help=True)
+sandbox_app = typer.Typer(help="The offline sandbox web sites.", no_args_is_help=True)
 app.add_typer(infra_app, name="infra")
 app.add_typer(topics_app, name="topics")
+app.add_typer(worker_app, name="worker")
+app.add_typer(sandbox_app, name="sandbox")
+SANDBOX_TASKS = "infra/sandbox/tasks/sandbox_tasks.jsonl"
 
 
 def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -42,7 +49,12 @@ def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @app.callback()
 def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO.")) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING)
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # aiokafka logs every retried request at WARNING/ERROR; they are normal at start-up.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL if not verbose else logging.WARNING)
 
 
 @infra_app.command("up")
@@ -158,3 +170,82 @@ def run() -> None:
         f"round trip ok: StepObserved -> {trip.topic}[{trip.partition}]@{trip.offset} -> back "
         f"in {trip.latency_ms:.1f} ms; screenshot blob {trip.screenshot_uri}"
     )
+
+
+@worker_app.command("browser")
+@one_line_errors
+def worker_browser(
+    contexts: int = typer.Option(
+        None, help="Episodes at once (default: WEBGYM_BROWSER__CONTEXTS)."
+    ),
+) -> None:
+    """A browser worker: one Chromium, N contexts, joins the browser consumer group."""
+    from producers.browser.worker import run_browser_worker
+
+    settings = get_settings()
+    if contexts is not None:
+        settings.browser.contexts = contexts
+    console.print(f"browser worker: {settings.browser.contexts} contexts, "
+                  f"group {settings.browser.group_id}, broker {settings.kafka.bootstrap_servers}")
+    asyncio.run(run_browser_worker(settings))
+
+
+@sandbox_app.command("up")
+def sandbox_up(
+    port: int = typer.Option(None, help="Port (default: WEBGYM_INFRA__SANDBOX_PORT)."),
+) -> None:
+    """Serve the sandbox web sites in the foreground (`infra up` runs them in the background)."""
+    from infra.sandbox.app import main as serve
+
+    settings = get_settings()
+    serve(settings.infra.host, port or settings.infra.sandbox_port)
+
+
+@app.command("drive")
+@one_line_errors
+def drive_reference(
+    task_ids: list[str] = typer.Argument(None, help="Task ids (default: every task in the file)."),
+    tasks_file: Path = typer.Option(Path(SANDBOX_TASKS), "--tasks", help="JSONL task file."),
+    timeout_s: float = typer.Option(300.0, "--timeout", help="Seconds for all episodes."),
+) -> None:
+    """Run tasks end to end through Kafka, feeding their reference actions as ActionChosen."""
+    from producers.drive_reference import drive, episode_request
+    from webgym_common.bus import EventProducer
+    from webgym_common.tasks import read_task_file
+
+    settings = get_settings()
+    tasks, bad = read_task_file(tasks_file)
+    for b in bad:
+        console.print(f"[yellow]skipped line {b.line_number}:[/yellow] {b.reason}")
+    chosen = [t for t in tasks if not task_ids or t.task_id in task_ids]
+    if not chosen:
+        raise typer.BadParameter(f"no such task in {tasks_file}: {task_ids}")
+    requests = [episode_request(t, timeout_s=timeout_s) for t in chosen]
+
+    async def go() -> list:
+        async with EventProducer(settings, client_id="drive") as producer:
+            with Progress(console=console) as progress:
+                bar = progress.add_task("episodes", total=len(requests))
+                done: set[str] = set()
+
+                def tick(ep) -> None:  # noqa: ANN001
+                    if ep.completed and ep.episode_id not in done:
+                        done.add(ep.episode_id)
+                        progress.advance(bar)
+
+                return await drive(settings, requests, producer, timeout_s, on_event=tick)
+
+    results = asyncio.run(go())
+    table = Table(title="reference episodes through Kafka")
+    for col in ("task", "steps", "termination", "answer", "expected", "screenshots"):
+        table.add_column(col)
+    solved = 0
+    for ep in results:
+        c = ep.completed
+        ok = c is not None and c.termination == "answer" and c.answer == ep.task.definite_answer
+        solved += ok
+        table.add_row(ep.task.task_id, str(c.steps if c else "-"),
+                      c.termination if c else "no end", (c.answer if c else "") or "",
+                      ep.task.definite_answer or "", str(len(ep.observations)))
+    console.print(table)
+    console.print(f"{solved}/{len(results)} answered as expected")

@@ -7,6 +7,7 @@ file named by `WEBGYM_CONFIG` (sections as top-level keys), then the defaults he
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -86,6 +87,29 @@ class InfraSettings(BaseModel):
         return self
 
 
+class BrowserSettings(BaseModel):
+    """Browser workers: one Chromium per process, `contexts` episodes at a time."""
+
+    executable_path: Path = Path("/usr/lib/chromium/chromium-headless-shell")
+    contexts: int = Field(4, ge=1, le=64)
+    viewport_width: int = Field(1280, ge=320, le=4096)
+    viewport_height: int = Field(720, ge=240, le=4096)
+    screenshot_format: Literal["png", "jpeg", "webp"] = "jpeg"
+    screenshot_quality: int = Field(80, ge=1, le=100)
+    action_timeout_s: float = Field(10.0, gt=0)
+    navigation_timeout_s: float = Field(15.0, gt=0)
+    observe_timeout_s: float = Field(15.0, gt=0)
+    settle_s: float = Field(0.3, ge=0, description="quiet time after an action before observing")
+    wait_action_s: float = Field(5.0, ge=0, description="how long the Wait action waits")
+    max_marks: int = Field(300, ge=1)
+    # Hosts (fnmatch patterns) episodes may visit; link-local and metadata addresses
+    # are refused whatever this says.
+    url_allowlist: list[str] = Field(default_factory=lambda: ["*"])
+    # Actions that arrive before their episode's request wait this long, then are dropped.
+    pending_action_ttl_s: float = Field(60.0, gt=0)
+    group_id: str = "webgym-browsers"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="WEBGYM_",
@@ -97,6 +121,7 @@ class Settings(BaseSettings):
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     s3: S3Settings = Field(default_factory=S3Settings)
     infra: InfraSettings = Field(default_factory=InfraSettings)
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
 
     @model_validator(mode="after")
     def _default_to_embedded_stack(self) -> Settings:
@@ -106,6 +131,14 @@ class Settings(BaseSettings):
         if not self.s3.endpoint:
             self.s3.endpoint = f"{self.infra.host}:{self.infra.minio_port}"
         return self
+
+    @property
+    def sandbox_url(self) -> str:
+        return f"http://{self.infra.host}:{self.infra.sandbox_port}"
+
+    def resolve_url(self, url: str) -> str:
+        """Task URLs may say `{sandbox}` for wherever the sandbox web is served."""
+        return url.replace("{sandbox}", self.sandbox_url)
 
     @classmethod
     def settings_customise_sources(
@@ -121,6 +154,18 @@ class Settings(BaseSettings):
         if yaml_path:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_path))
         return tuple(sources)
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The same settings as WEBGYM_* environment variables, for a child process."""
+    env = {}
+    for section in Settings.model_fields:
+        for name, value in getattr(settings, section).model_dump(mode="json").items():
+            if value is None:
+                continue
+            text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+            env[f"WEBGYM_{section.upper()}__{name.upper()}"] = text
+    return env
 
 
 class SettingsError(ValueError):

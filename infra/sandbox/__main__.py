@@ -1,0 +1,14 @@
+"""``python -m infra.sandbox --host 127.0.0.1 --port 8765``"""
+
+from __future__ import annotations
+
+import argparse
+
+from infra.sandbox.app import main
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Serve the offline sandbox web sites.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args()
+    main(args.host, args.port)

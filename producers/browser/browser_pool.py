@@ -1,0 +1,128 @@
+"""One Chromium per worker process, many contexts; a dead browser is replaced.
+
+The browser is Debian's chromium-headless-shell, never one Playwright downloads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from playwright.async_api import Browser, BrowserContext, Playwright, Route, async_playwright
+
+from webgym_common.config import BrowserSettings
+from webgym_common.urlpolicy import url_allowed
+
+log = logging.getLogger(__name__)
+
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+
+class BrowserPool:
+    def __init__(self, cfg: BrowserSettings, on_browser_lost: Callable[[str], None]) -> None:
+        self.cfg = cfg
+        self.on_browser_lost = on_browser_lost
+        self.playwright: Playwright | None = None
+        self.browser: Browser | None = None
+        self.version = ""
+        self._launch_lock = asyncio.Lock()
+        self._stopping = False
+
+    async def start(self) -> None:
+        if not self.cfg.executable_path.exists():
+            raise FileNotFoundError(
+                f"no browser at {self.cfg.executable_path}: apt-get install chromium-headless-shell"
+            )
+        self.playwright = await async_playwright().start()
+        await self._launch()
+
+    async def _launch(self) -> None:
+        assert self.playwright is not None
+        browser = await asyncio.wait_for(
+            self.playwright.chromium.launch(
+                executable_path=str(self.cfg.executable_path), args=CHROMIUM_ARGS,
+                timeout=self.cfg.navigation_timeout_s * 1000,
+            ),
+            self.cfg.navigation_timeout_s * 2,
+        )
+        browser.on("disconnected", lambda b: self._lost(b))
+        self.browser, self.version = browser, browser.version
+        log.info("chromium %s launched", self.version)
+
+    def _lost(self, browser: Browser) -> None:
+        if self._stopping or browser is not self.browser:
+            return
+        self.browser = None
+        self.on_browser_lost("the browser process died")
+
+    async def restart(self, reason: str) -> None:
+        """Replace the browser; every context on it is gone (their episodes crash)."""
+        if self._stopping:
+            return
+        async with self._launch_lock:
+            old, self.browser = self.browser, None
+            if old is not None:
+                self.on_browser_lost(f"browser restarted: {reason}")
+                try:
+                    await asyncio.wait_for(old.close(), 10)
+                except Exception:
+                    pass
+            await self._launch()
+
+    async def new_context(self) -> BrowserContext:
+        async with self._launch_lock:
+            if self.browser is None or not self.browser.is_connected():
+                await self._launch()
+            browser = self.browser
+        assert browser is not None
+        context = await asyncio.wait_for(
+            browser.new_context(
+                viewport={"width": self.cfg.viewport_width, "height": self.cfg.viewport_height},
+                accept_downloads=False,
+                service_workers="block",
+            ),
+            self.cfg.navigation_timeout_s,
+        )
+        context.set_default_timeout(self.cfg.action_timeout_s * 1000)
+        context.set_default_navigation_timeout(self.cfg.navigation_timeout_s * 1000)
+        await context.route("**/*", self._police)
+        return context
+
+    async def _police(self, route: Route) -> None:
+        # Every request, not only navigations: an <img> can reach a metadata address too.
+        if url_allowed(route.request.url, self.cfg.url_allowlist) or route.request.url.startswith(
+            ("data:", "blob:", "about:")
+        ):
+            await route.continue_()
+        else:
+            await route.abort("blockedbyclient")
+
+    def stopping(self) -> None:
+        """From now on a lost or stuck browser is not replaced: the worker is shutting down."""
+        self._stopping = True
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self.browser is not None:
+            try:
+                await asyncio.wait_for(self.browser.close(), 10)
+            except Exception:
+                pass
+        if self.playwright is not None:
+            await self.playwright.stop()
+
+
+async def close_quietly(context: BrowserContext | None, timeout_s: float = 5.0) -> bool:
+    """Close a context; False when it would not close in time (then the browser must go)."""
+    if context is None:
+        return True
+    try:
+        await asyncio.wait_for(context.close(), timeout_s)
+        return True
+    except Exception:
+        return False

@@ -1,0 +1,285 @@
+"""Replay every sandbox task's reference actions in real Chromium, and probe the hostile pages.
+
+Each step must resolve to exactly one visible element by ARIA role and accessible name (what a
+teacher-forcing policy relies on), and the final answer must be visible on the last page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, Page, Request, async_playwright
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+from infra.sandbox.app import TASKS_FILE, start_sandbox
+
+pytestmark = pytest.mark.integration
+
+EXECUTABLE = os.environ.get(
+    "WEBGYM_BROWSER__EXECUTABLE_PATH", "/usr/lib/chromium/chromium-headless-shell"
+)
+LAUNCH_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+HAVE_BROWSER = Path(EXECUTABLE).exists()
+STEP_MS = 8_000
+CONCURRENCY = 4
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def sandbox_url() -> AsyncIterator[str]:
+    port = _free_port()
+    runner = await start_sandbox("127.0.0.1", port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await asyncio.wait_for(runner.cleanup(), 30)
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    if not HAVE_BROWSER:
+        pytest.skip(f"no Chromium at {EXECUTABLE}")
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=EXECUTABLE, args=LAUNCH_ARGS,
+                                     timeout=60_000)
+        try:
+            yield b
+        finally:
+            await asyncio.wait_for(b.close(), 30)
+
+
+def _tasks() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in TASKS_FILE.read_text().splitlines() if line.strip()]
+
+
+class _NavWatch:
+    """Clicks and Enter do not wait for the navigation they start; track it ourselves."""
+
+    def __init__(self, page: Page) -> None:
+        self.pending = False
+        page.on("request", self._on_request)
+        page.on("load", self._on_load)
+        self._page = page
+
+    def _on_request(self, request: Request) -> None:
+        if request.is_navigation_request() and request.frame == self._page.main_frame:
+            self.pending = True
+
+    def _on_load(self, _page: Page) -> None:
+        self.pending = False
+
+    async def settle(self) -> None:
+        await asyncio.sleep(0.15)
+        for _ in range(200):  # at most 10 s for a started navigation to finish loading
+            if not self.pending:
+                break
+            await asyncio.sleep(0.05)
+        await self._page.wait_for_load_state("load", timeout=STEP_MS)
+        await asyncio.sleep(0.05)
+
+
+async def _resolve_one(page: Page, step: dict[str, Any]) -> Any:
+    loc = page.get_by_role(step["role"], name=step["name"], exact=True)
+    if "nth" in step:
+        loc = loc.nth(step["nth"])
+    count = 0
+    for _ in range(40):  # the page may still be rendering; poll up to ~4 s
+        count = await loc.count()
+        if count == 1 and await loc.is_visible():
+            return loc
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{step['role']} {step['name']!r} matched {count} visible elements")
+
+
+async def _perform(page: Page, nav: _NavWatch, step: dict[str, Any]) -> None:
+    kind = step["action"]
+    if kind in ("Click", "Hover", "Type", "Select"):
+        loc = await _resolve_one(page, step)
+        if kind == "Click":
+            await loc.click(timeout=STEP_MS)
+        elif kind == "Hover":
+            await loc.hover(timeout=STEP_MS)
+        elif kind == "Type":
+            await loc.fill(step["text"], timeout=STEP_MS)
+            await loc.press("Enter", timeout=STEP_MS)
+        else:
+            await loc.select_option(label=step["option"], timeout=STEP_MS)
+    elif kind == "Scroll":
+        await page.mouse.wheel(0, 600 if step.get("direction", "down") == "down" else -600)
+    elif kind == "GoBack":
+        await page.go_back(wait_until="load", timeout=STEP_MS)
+    elif kind == "Wait":
+        await asyncio.sleep(0.5)  # WebGym waits 5 s; nothing here needs that long
+    else:
+        raise AssertionError(f"unknown action {kind}")
+    await nav.settle()
+
+
+async def _body_contains(page: Page, text: str) -> str:
+    body = ""
+    for _ in range(30):
+        body = await page.inner_text("body", timeout=STEP_MS)
+        if text in body:
+            return body
+        await asyncio.sleep(0.1)
+    return body
+
+
+async def _replay(browser: Browser, base: str, task: dict[str, Any]) -> str | None:
+    """Return None on success, else a one-line description of the failure."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(STEP_MS)
+    steps = task["reference_actions"]
+    i = -1
+    try:
+        page = await context.new_page()
+        nav = _NavWatch(page)
+        await page.goto(task["website"].replace("{sandbox}", base), wait_until="load",
+                        timeout=STEP_MS)
+        for i in range(len(steps) - 1):
+            await _perform(page, nav, steps[i])
+        final = steps[-1]["text"]
+        body = await _body_contains(page, final)
+        if final not in body:
+            return f"{task['task_id']}: answer {final!r} not visible on {page.url}"
+        if "definite_answer" in task and task["definite_answer"] != final:
+            return f"{task['task_id']}: ANSWER {final!r} != definite_answer"
+        return None
+    except (AssertionError, PlaywrightTimeout) as exc:
+        where = steps[i] if 0 <= i < len(steps) else "start"
+        return f"{task['task_id']} step {i} {where}: {str(exc).splitlines()[0]}"
+    finally:
+        await asyncio.wait_for(context.close(), 15)
+
+
+async def test_every_task_replays(sandbox_url: str, browser: Browser) -> None:
+    tasks = _tasks()
+    assert tasks, "no tasks"
+    sem = asyncio.Semaphore(CONCURRENCY)
+
+    async def run(task: dict[str, Any]) -> str | None:
+        async with sem:
+            return await asyncio.wait_for(_replay(browser, sandbox_url, task), 120)
+
+    results = await asyncio.gather(*(run(t) for t in tasks))
+    failures = [r for r in results if r]
+    assert not failures, f"{len(failures)} of {len(tasks)} tasks failed:\n" + "\n".join(failures)
+
+
+async def test_index_and_healthz(sandbox_url: str) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{sandbox_url}/healthz") as r:
+            assert r.status == 200 and await r.text() == "ok"
+        async with http.get(f"{sandbox_url}/") as r:
+            html = await r.text()
+        for prefix in ("/shop/", "/wiki/", "/forum/", "/travel/", "/hostile/"):
+            assert f'href="{prefix}"' in html
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    context = await browser.new_context()
+    context.set_default_timeout(STEP_MS)
+    try:
+        yield await context.new_page()
+    finally:
+        await asyncio.wait_for(context.close(), 15)
+
+
+async def test_captcha_blocks(sandbox_url: str, page: Page) -> None:
+    await page.goto(f"{sandbox_url}/hostile/captcha", wait_until="load")
+    assert "Verify you are human" in await page.inner_text("body")
+    await page.get_by_role("checkbox", name="I am not a robot", exact=True).check()
+    async with page.expect_navigation(wait_until="load"):
+        await page.get_by_role("button", name="Verify", exact=True).click()
+    body = await page.inner_text("body")
+    assert "Verification failed" in body and "Verify you are human" in body
+
+
+async def test_forbidden_is_403(sandbox_url: str, page: Page) -> None:
+    resp = await page.goto(f"{sandbox_url}/hostile/forbidden", wait_until="load")
+    assert resp is not None and resp.status == 403
+    assert "Access denied" in await page.inner_text("body")
+
+
+async def test_never_loads_times_out(sandbox_url: str, page: Page) -> None:
+    with pytest.raises(PlaywrightTimeout):
+        await page.goto(f"{sandbox_url}/hostile/never-loads", timeout=3000)
+    # The hanging response must not stall the server for everyone else.
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{sandbox_url}/healthz", timeout=aiohttp.ClientTimeout(5)) as r:
+            assert r.status == 200
+
+
+async def test_infinite_loop_hangs_page(sandbox_url: str, browser: Browser) -> None:
+    context = await browser.new_context()
+    try:
+        page = await context.new_page()
+        await page.goto(f"{sandbox_url}/hostile/infinite-loop", wait_until="load", timeout=STEP_MS)
+        await asyncio.sleep(0.3)  # the loop starts 50 ms after load
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(page.evaluate("1"), 2)
+    finally:
+        # A page stuck in JS cannot run unload handlers; closing must still finish.
+        await asyncio.wait_for(context.close(), 20)
+
+
+async def test_popup_opens_new_page(sandbox_url: str, page: Page) -> None:
+    await page.goto(f"{sandbox_url}/hostile/popup", wait_until="load")
+    for role, name in (("link", "Open help in a new tab"), ("button", "Open help window")):
+        async with page.context.expect_page(timeout=STEP_MS) as info:
+            await page.get_by_role(role, name=name, exact=True).click()
+        popup = await info.value
+        await popup.wait_for_load_state("load", timeout=STEP_MS)
+        assert popup.url.endswith("/hostile/popup-target")
+        await popup.close()
+
+
+async def test_dialogs_fire(sandbox_url: str, page: Page) -> None:
+    await page.goto(f"{sandbox_url}/hostile/dialog", wait_until="load")
+    seen: list[str] = []
+
+    async def handle(dialog: Any) -> None:
+        seen.append(dialog.type)
+        await dialog.dismiss()
+
+    page.on("dialog", handle)
+    for name in ("Show alert", "Delete draft", "Say hello"):
+        await page.get_by_role("button", name=name, exact=True).click()
+    for _ in range(50):
+        if len(seen) == 3:
+            break
+        await asyncio.sleep(0.05)
+    assert seen == ["alert", "confirm", "prompt"]
+    assert await page.inner_text("#out") == "Hello stranger"
+
+
+async def test_download_fires(sandbox_url: str, browser: Browser) -> None:
+    context = await browser.new_context(accept_downloads=True)
+    try:
+        page = await context.new_page()
+        await page.goto(f"{sandbox_url}/hostile/download", wait_until="load", timeout=STEP_MS)
+        async with page.expect_download(timeout=STEP_MS) as info:
+            await page.get_by_role("link", name="Download quarterly report (CSV)",
+                                   exact=True).click()
+        download = await info.value
+        assert download.suggested_filename == "quarterly-report.csv"
+    finally:
+        await asyncio.wait_for(context.close(), 15)
