@@ -9,10 +9,6 @@ prefix, so tests never see each other's events.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,10 +17,11 @@ import pytest
 import pytest_asyncio
 
 from infra import stack
+from infra.launch import BrowserWorkerProcess
 from infra.procs import free_port
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventProducer
-from webgym_common.config import InfraSettings, Settings, load_settings, settings_env
+from webgym_common.config import InfraSettings, Settings, load_settings
 
 
 def stack_settings(data_dir: str) -> Settings:
@@ -67,44 +64,12 @@ async def settings(stack_base: Settings) -> Settings:
     return s
 
 
-class WorkerProcess:
-    """A real `webgym worker browser` process with the test's settings."""
-
-    def __init__(self, settings: Settings, contexts: int, log_path: Path) -> None:
-        env = {**os.environ, **settings_env(settings)}
-        self.log_path = log_path
-        self.log = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webgym_common", "-v", "worker", "browser",
-             "--contexts", str(contexts)],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
-    def owns_partitions(self) -> bool:
-        return "now owns" in self.log_path.read_text(errors="replace")
-
-    def kill(self) -> None:
-        """SIGKILL: no goodbye, no commit, no hand-over."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
-
-
 @pytest.fixture
 def start_worker(settings: Settings, tmp_path: Path) -> Iterator:
-    workers: list[WorkerProcess] = []
+    workers: list[BrowserWorkerProcess] = []
 
-    def start(contexts: int = 2) -> WorkerProcess:
-        w = WorkerProcess(settings, contexts, tmp_path / f"worker{len(workers)}.log")
+    def start(contexts: int = 2) -> BrowserWorkerProcess:
+        w = BrowserWorkerProcess(settings, contexts, tmp_path / f"worker{len(workers)}.log")
         workers.append(w)
         return w
 

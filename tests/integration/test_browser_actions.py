@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from tests.conftest import WorkerProcess
-from tests.episodes import HandFedEpisode, mark_index
+from infra.launch import BrowserWorkerProcess
+from producers.hand_fed import HandFedEpisode, mark_index
 from webgym_common.actions import Mode
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventProducer
@@ -51,7 +51,8 @@ async def pg_settings(stack_base: Settings) -> Settings:
 
 @pytest.fixture(scope="module")
 def worker(pg_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    w = WorkerProcess(pg_settings, 2, tmp_path_factory.mktemp("browser-actions") / "worker.log")
+    log = tmp_path_factory.mktemp("browser-actions") / "worker.log"
+    w = BrowserWorkerProcess(pg_settings, 2, log)
     try:
         yield
     finally:

@@ -1,4 +1,4 @@
-"""Hand-feeding one episode through the broker, as a policy would: request, observe, act."""
+"""One episode fed by hand through the broker, as a policy would (tests, benchmarks)."""
 
 from __future__ import annotations
 

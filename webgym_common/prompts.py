@@ -1,0 +1,134 @@
+"""Prompt building: an episode's state and current observation -> OpenAI chat messages.
+
+The prompt carries the task, the current URL, the last 15 steps as
+Thought / Action / Action Effect, the memory (JSON), and either the numbered
+element list (set-of-marks) or the screenshot (coordinates; also attached in
+set-of-marks mode for vision models).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from webgym_common.events import Mark
+
+HISTORY_STEPS = 15
+
+SET_OF_MARKS_ACTIONS = """\
+Click [N]                  click element N
+Hover [N]                  hover over element N
+Type [N] [text]            clear element N, type text, press Enter
+Scroll [N|WINDOW] [up|down]
+Wait                       wait 5 seconds
+GoBack                     go back one page
+TabAndEnter                press Tab, then Enter
+ANSWER [text]              finish with this answer"""
+
+COORDINATE_ACTIONS = """\
+Click [x, y]               click the pixel (x, y) of the screenshot
+Hover [x, y]
+Type [x, y] [text]         click (x, y), clear, type text, press Enter
+Scroll [x, y|WINDOW] [up|down]
+HoverAndScroll [x, y] [up|down]
+Wait                       wait 5 seconds
+GoBack                     go back one page
+TabAndEnter                press Tab, then Enter
+ANSWER [text]              finish with this answer"""
+
+SYSTEM = """You are a web agent. You complete the user's task in a web browser, one action \
+per turn. Actions:
+{actions}
+
+Reply in exactly three labelled parts:
+Thought: <what you see and what to do next>
+Action: <one action from the list>
+Memory_Updated: <a JSON object of facts worth remembering, e.g. {{"price": "$5"}}>"""
+
+
+@dataclass
+class StepRecord:
+    step: int
+    thought: str
+    action: str
+    effect: str = ""
+
+
+@dataclass
+class EpisodeContext:
+    """Everything the policy remembers about one episode (kept in a changelog-backed table)."""
+
+    episode_id: str
+    task_id: str
+    task_name: str
+    mode: str = "set_of_marks"
+    max_steps: int = 30
+    reference_actions: list[dict[str, Any]] = field(default_factory=list)
+    history: list[StepRecord] = field(default_factory=list)
+    memory_json: str = "{}"
+    last_decided: int = -1  # the last observation step an action was published for
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["history"] = [dict(r.__dict__) for r in self.history]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EpisodeContext:
+        data = dict(data)
+        data["history"] = [StepRecord(**r) for r in data.get("history", [])]
+        return cls(**data)
+
+
+def element_list(marks: list[Mark], max_chars: int) -> str:
+    lines, used = [], 0
+    for m in marks:
+        line = f'[{m.index}] {m.role} "{m.name}"' if m.name else f"[{m.index}] {m.role}"
+        if used + len(line) > max_chars:
+            lines.append(f"... ({len(marks) - len(lines)} more elements not shown)")
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines) or "(no interactive elements)"
+
+
+def history_text(history: list[StepRecord]) -> str:
+    recent = history[-HISTORY_STEPS:]
+    if not recent:
+        return "(none yet)"
+    return "\n".join(
+        f"Step {r.step}:\nThought: {r.thought}\nAction: {r.action}\nAction Effect: {r.effect}"
+        for r in recent
+    )
+
+
+def build_messages(
+    ctx: EpisodeContext,
+    url: str,
+    marks: list[Mark],
+    image_url: str | None = None,
+    max_element_chars: int = 4000,
+) -> list[dict[str, Any]]:
+    """OpenAI chat messages; `image_url` (data: or presigned http URL) adds a vision part."""
+    actions = SET_OF_MARKS_ACTIONS if ctx.mode == "set_of_marks" else COORDINATE_ACTIONS
+    text = (
+        f"Task: {ctx.task_name}\n"
+        f"Current URL: {url}\n\n"
+        f"Previous steps:\n{history_text(ctx.history)}\n\n"
+        f"Memory: {ctx.memory_json}\n"
+    )
+    if ctx.mode == "set_of_marks":
+        text += f"\nInteractive elements:\n{element_list(marks, max_element_chars)}\n"
+    else:
+        text += "\nThe screenshot of the current page is attached.\n"
+    text += f"\nStep {len(ctx.history)} of at most {ctx.max_steps}. What is your next action?"
+    user: str | list[dict[str, Any]] = text
+    if image_url is not None:
+        user = [
+            {"type": "text", "text": text},
+            {"type": "image_url", "image_url": {"url": image_url}},
+        ]
+    return [
+        {"role": "system", "content": SYSTEM.format(actions=actions)},
+        {"role": "user", "content": user},
+    ]
