@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from infra import kafka_broker, minio_server
+from infra import kafka_broker, minio_server, vllm_server
 from infra.procs import InfraError, ManagedProcess, port_is_free, port_is_listening
 from webgym_common.config import Settings
 from webgym_common.objectstore import ObjectStore
@@ -38,7 +38,8 @@ class ComponentStatus:
     healthy: bool
 
 
-def components(settings: Settings) -> list[Component]:
+def components(settings: Settings, with_vllm: bool | None = None) -> list[Component]:
+    """The stack's components; vLLM when asked for (None: when it is running)."""
     infra, s3 = settings.infra, settings.s3
     comps = [
         Component(
@@ -62,6 +63,16 @@ def components(settings: Settings) -> list[Component]:
     sandbox = _sandbox_component(settings)
     if sandbox is not None:
         comps.append(sandbox)
+    vllm = Component(
+        name="vllm",
+        ports=[settings.vllm.port],
+        address=settings.policy.base_url,
+        version=lambda: f"vLLM {settings.vllm.vllm_version} (CPU), SmolLM2-135M-Instruct",
+        start=lambda proc: vllm_server.start(settings, proc),
+        healthy=lambda: vllm_server.healthy(settings),
+    )
+    if with_vllm or (with_vllm is None and ManagedProcess("vllm", infra.data_dir).pid()):
+        comps.append(vllm)
     return comps
 
 
@@ -116,8 +127,8 @@ async def wait_healthy(comp: Component, proc: ManagedProcess, timeout_s: float) 
     )
 
 
-def _selected(settings: Settings, only: Iterable[str] | None) -> list[Component]:
-    comps = components(settings)
+def _selected(settings: Settings, only: Iterable[str] | None, with_vllm: bool) -> list[Component]:
+    comps = components(settings, with_vllm)
     return comps if only is None else [c for c in comps if c.name in set(only)]
 
 
@@ -125,8 +136,9 @@ async def up(
     settings: Settings,
     on_step: Callable[[str], None] = lambda _: None,
     only: Iterable[str] | None = None,
+    with_vllm: bool = False,
 ) -> None:
-    for comp in _selected(settings, only):
+    for comp in _selected(settings, only, with_vllm):
         proc = _proc(settings, comp)
         if proc.pid() is not None:
             on_step(f"{comp.name}: already running (pid {proc.pid()})")
@@ -139,7 +151,10 @@ async def up(
                     )
             on_step(f"{comp.name}: preparing and starting")
             await asyncio.to_thread(comp.start, proc)
-        await wait_healthy(comp, proc, settings.infra.start_timeout_s)
+        timeout = settings.vllm.start_timeout_s if comp.name == "vllm" else (
+            settings.infra.start_timeout_s
+        )
+        await wait_healthy(comp, proc, timeout)
         if comp.after_start is not None:
             await comp.after_start()
         on_step(f"{comp.name}: healthy at {comp.address}")
@@ -157,7 +172,7 @@ async def status(settings: Settings) -> list[ComponentStatus]:
 
 def down(settings: Settings) -> list[str]:
     stopped = []
-    for comp in reversed(components(settings)):
+    for comp in reversed(components(settings, with_vllm=True)):
         if _proc(settings, comp).stop(settings.infra.stop_timeout_s):
             stopped.append(comp.name)
     return stopped
@@ -166,7 +181,7 @@ def down(settings: Settings) -> list[str]:
 def listening_ports(settings: Settings) -> list[int]:
     return [
         port
-        for comp in components(settings)
+        for comp in components(settings, with_vllm=True)
         for port in comp.ports
         if port_is_listening(settings.infra.host, port)
     ]

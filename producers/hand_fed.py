@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from webgym_common.actions import Mode, format_action, parse_action
@@ -117,3 +118,43 @@ def mark_index(obs: StepObserved, role: str, name: str) -> int:
         if m.role == role and m.name == name:
             return m.index
     raise AssertionError(f"no {role} {name!r} among {[(m.role, m.name) for m in obs.marks]}")
+
+
+@dataclass
+class EpisodeLog:
+    """Everything the log holds about one episode."""
+
+    observations: dict[int, StepObserved] = field(default_factory=dict)
+    actions: dict[int, list[ActionChosen]] = field(default_factory=dict)
+    completions: list[EpisodeCompleted] = field(default_factory=list)
+
+
+async def watch_episodes(
+    settings: Settings, producer: EventProducer, episode_ids: list[str], timeout_s: float,
+    linger_s: float = 3.0,
+) -> dict[str, EpisodeLog]:
+    """Read observations, actions and completions until every episode has ended (+ linger)."""
+    logs = {eid: EpisodeLog() for eid in episode_ids}
+    topics = [Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISODES_COMPLETED]
+    async with EventConsumer(settings, topics, None, producer, client_id="watch") as reader:
+        ended_at: float | None = None
+        clock = asyncio.get_running_loop().time
+        async with asyncio.timeout(timeout_s + linger_s):
+            while ended_at is None or clock() < ended_at + linger_s:
+                for received in await reader.poll(200):
+                    _record(logs, received.event)
+                if ended_at is None and all(v.completions for v in logs.values()):
+                    ended_at = clock()
+    return logs
+
+
+def _record(logs: dict[str, EpisodeLog], event: object) -> None:
+    log = logs.get(getattr(event, "episode_id", ""))
+    if log is None:
+        return
+    if isinstance(event, StepObserved):
+        log.observations.setdefault(event.step, event)
+    elif isinstance(event, ActionChosen):
+        log.actions.setdefault(event.step, []).append(event)
+    elif isinstance(event, EpisodeCompleted):
+        log.completions.append(event)

@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from infra import stack
-from infra.launch import BrowserWorkerProcess
+from infra.launch import BrowserWorkerProcess, PipelineProcess
 from infra.procs import free_port
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventProducer
@@ -62,6 +62,38 @@ async def settings(stack_base: Settings) -> Settings:
     s = stack_base.model_copy(update={"kafka": kafka, "browser": browser})
     await create_topics(s)
     return s
+
+
+@pytest.fixture(scope="session")
+def vllm_base(stack_base: Settings) -> Iterator[Settings]:
+    """A real vLLM OpenAI server on the CPU with SmolLM2-135M, for the whole session."""
+    settings = stack_base.model_copy(update={
+        "vllm": stack_base.vllm.model_copy(update={"port": free_port()}),
+    })
+    settings.policy = settings.policy.model_copy(
+        update={"base_url": f"http://{settings.infra.host}:{settings.vllm.port}/v1"})
+    asyncio.run(stack.up(settings, only=["vllm"], with_vllm=True))
+    yield settings
+    # stack_base's teardown stops it with the rest (down() always includes vLLM).
+
+
+@pytest.fixture
+def start_policy(settings: Settings, tmp_path: Path) -> Iterator:
+    """Start real `webgym worker policy` processes (kind: teacher or vllm)."""
+    procs: list[PipelineProcess] = []
+
+    def start(kind: str = "teacher", policy_base: Settings | None = None) -> PipelineProcess:
+        s = settings
+        if policy_base is not None:
+            s = settings.model_copy(update={"policy": policy_base.policy, "vllm": policy_base.vllm})
+        p = PipelineProcess(s, ["worker", "policy", "--kind", kind],
+                            tmp_path / f"policy{len(procs)}.log")
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        p.stop()
 
 
 @pytest.fixture

@@ -130,3 +130,25 @@ def format_action(action: ParsedAction) -> str:
     if k in ("Scroll", "HoverAndScroll"):
         return f"{k} [{target}] [{action.direction}]"
     return f"{k} [{target}]"
+
+
+def reply_regex(mode: Mode, thinking: bool = False) -> str:
+    """A regex for a whole reply whose Action line is always in the grammar (structured output)."""
+    text = r"[^\[\]\n]{1,80}"
+    if mode == "set_of_marks":
+        target = r"[0-9]{1,3}"
+        scroll = rf"Scroll \[({target}|WINDOW)\] \[(up|down)\]"
+        extra = ""
+    else:
+        target = r"[0-9]{1,4}, [0-9]{1,4}"
+        scroll = rf"Scroll \[({target}|WINDOW)\] \[(up|down)\]"
+        extra = rf"|HoverAndScroll \[{target}\] \[(up|down)\]"
+    action = (
+        rf"(Click \[{target}\]|Hover \[{target}\]|Type \[{target}\] \[{text}\]|{scroll}{extra}"
+        rf"|Wait|GoBack|TabAndEnter|ANSWER \[{text}\])"
+    )
+    think = r"(<think>[^<]{0,2000}</think>\n)?" if thinking else ""
+    # A small flat JSON object of strings, so the reply ends where the grammar does.
+    pair = r'"[A-Za-z_ ]{1,24}": "[^"\\\n]{0,60}"'
+    memory = rf"\{{({pair}(, {pair}){{0,4}})?\}}"
+    return rf"{think}Thought: [^\n]{{1,240}}\nAction: {action}\nMemory_Updated: {memory}"

@@ -187,12 +187,19 @@ class EventConsumer:
     async def events(self, poll_timeout_ms: int = 500) -> AsyncIterator[Received]:
         """Yield decoded events forever; the caller commits each after handling it."""
         while True:
-            batches = await self.consumer.getmany(timeout_ms=poll_timeout_ms)
-            for records in batches.values():
-                for record in records:
-                    received = await self._decode(record)
-                    if received is not None:
-                        yield received
+            for received in await self.poll(poll_timeout_ms):
+                yield received
+
+    async def poll(self, timeout_ms: int = 500) -> list[Received]:
+        """The next batch of decoded events (empty if none came within `timeout_ms`)."""
+        out = []
+        batches = await self.consumer.getmany(timeout_ms=timeout_ms)
+        for records in batches.values():
+            for record in records:
+                received = await self._decode(record)
+                if received is not None:
+                    out.append(received)
+        return out
 
     async def _decode(self, record: ConsumerRecord) -> Received | None:
         try:

