@@ -131,20 +131,27 @@ class EpisodeLog:
 
 async def watch_episodes(
     settings: Settings, producer: EventProducer, episode_ids: list[str], timeout_s: float,
-    linger_s: float = 3.0,
+    linger_s: float = 3.0, partial_ok: bool = False,
 ) -> dict[str, EpisodeLog]:
-    """Read observations, actions and completions until every episode has ended (+ linger)."""
+    """Read observations, actions and completions until every episode has ended (+ linger).
+
+    On timeout: raise TimeoutError, or with `partial_ok` return what was read so far.
+    """
     logs = {eid: EpisodeLog() for eid in episode_ids}
     topics = [Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISODES_COMPLETED]
     async with EventConsumer(settings, topics, None, producer, client_id="watch") as reader:
         ended_at: float | None = None
         clock = asyncio.get_running_loop().time
-        async with asyncio.timeout(timeout_s + linger_s):
-            while ended_at is None or clock() < ended_at + linger_s:
-                for received in await reader.poll(200):
-                    _record(logs, received.event)
-                if ended_at is None and all(v.completions for v in logs.values()):
-                    ended_at = clock()
+        give_up = clock() + timeout_s
+        while ended_at is None or clock() < ended_at + linger_s:
+            if ended_at is None and clock() > give_up:
+                if partial_ok:
+                    break
+                raise TimeoutError(f"episodes still running after {timeout_s:.0f}s")
+            for received in await reader.poll(200):
+                _record(logs, received.event)
+            if ended_at is None and all(v.completions for v in logs.values()):
+                ended_at = clock()
     return logs
 
 
