@@ -35,5 +35,5 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-echo "==> Kafka jars and MinIO binary (cached; the first MinIO build takes a few minutes)"
-.venv/bin/webgym infra prepare
+echo "==> Kafka jars, MinIO binary, vLLM's venv and the model (cached; first time: minutes)"
+.venv/bin/webgym infra prepare --with-vllm

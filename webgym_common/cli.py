@@ -24,6 +24,9 @@ infra_app = typer.Typer(
 topics_app = typer.Typer(help="Topics from the registry.", no_args_is_help=True)
 worker_app = typer.Typer(help="Pipeline processes (run several to scale).", no_args_is_help=True)
 sandbox_app = typer.Typer(help="The offline sandbox web sites.", no_args_is_help=True)
+pipeline_app = typer.Typer(help="The pipeline's worker processes in the background.",
+                           no_args_is_help=True)
+app.add_typer(pipeline_app, name="pipeline")
 app.add_typer(infra_app, name="infra")
 app.add_typer(topics_app, name="topics")
 app.add_typer(worker_app, name="worker")
@@ -107,10 +110,10 @@ def infra_status() -> None:
 @one_line_errors
 def infra_down() -> None:
     """Stop everything `infra up` started."""
-    from infra import stack
+    from infra import pipeline, stack
 
     settings = get_settings()
-    stopped = stack.down(settings)
+    stopped = [f"pipeline-{n}" for n in pipeline.down(settings)] + stack.down(settings)
     console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
     left = stack.listening_ports(settings)
     if left:
@@ -161,26 +164,85 @@ def topics_list() -> None:
     console.print(table)
 
 
+@pipeline_app.command("up")
+@one_line_errors
+def pipeline_up(
+    policy: str = typer.Option(None, help="teacher or vllm (default: WEBGYM_POLICY__KIND)."),
+    contexts: int = typer.Option(None, help="Browser contexts (WEBGYM_BROWSER__CONTEXTS)."),
+) -> None:
+    """Start browser, policy, evaluator, history and metrics processes in the background."""
+    from infra import pipeline
+
+    settings = _with_overrides(get_settings(), policy, contexts)
+    with console.status("starting the pipeline processes"):
+        started = asyncio.run(pipeline.up(settings))
+    console.print(f"started: {', '.join(started) or 'all were running'} "
+                  f"(logs in {settings.infra.data_dir / 'logs'})")
+
+
+@pipeline_app.command("down")
+@one_line_errors
+def pipeline_down() -> None:
+    """Stop the pipeline processes."""
+    from infra import pipeline
+
+    console.print(f"stopped: {', '.join(pipeline.down(get_settings())) or 'nothing'}")
+
+
+def _with_overrides(settings: Any, policy: str | None, contexts: int | None) -> Any:
+    if policy is not None:
+        settings.policy.kind = policy
+    if contexts is not None:
+        settings.browser.contexts = contexts
+    return settings
+
+
+@app.command("rollout")
+@one_line_errors
+def rollout_command(
+    split: str = typer.Option("train", help="train or test."),
+    tasks_per_iteration: int = typer.Option(32, help="Episodes per iteration."),
+    iterations: int = typer.Option(1, help="Iterations to run."),
+    strategy: str = typer.Option(None, help="uniform, ratio or attempt."),
+) -> None:
+    """Run rollout iterations: sample, request, follow with live progress, print metrics."""
+    from producers.controller.run import rollout
+
+    if split not in ("train", "test"):
+        raise typer.BadParameter("split must be train or test")
+    settings = get_settings()
+    if strategy is not None:
+        settings.rollout.strategy = strategy
+    asyncio.run(rollout(settings, split, tasks_per_iteration, iterations, console))
+
+
 @app.command("run")
 @one_line_errors
-def run() -> None:
-    """The main job: bring the stack up, create topics, push a sample event round trip."""
-    from infra import stack
-    from infra.smoke import sample_round_trip
+def run(
+    policy: str = typer.Option("teacher", help="teacher (fast) or vllm (SmolLM2 on the CPU)."),
+    tasks_per_iteration: int = typer.Option(32),
+    iterations: int = typer.Option(2),
+) -> None:
+    """The main job: stack up, sandbox tasks loaded, pipeline up, training rollouts, export."""
+    from consumers.archiver import export_iteration
+    from infra import pipeline, stack
+    from producers.catalog import run_tasks_load
+    from producers.controller.run import rollout
     from webgym_common.admin import create_topics
 
-    settings = get_settings()
+    settings = _with_overrides(get_settings(), policy, None)
     with console.status("starting the embedded stack") as status:
-        asyncio.run(stack.up(settings, on_step=lambda msg: status.update(msg)))
+        asyncio.run(stack.up(settings, on_step=status.update, with_vllm=policy == "vllm"))
         status.update("creating topics")
         asyncio.run(create_topics(settings))
-        status.update("sample event round trip")
-        trip = asyncio.run(sample_round_trip(settings))
-    _print_status(settings)
-    console.print(
-        f"round trip ok: StepObserved -> {trip.topic}[{trip.partition}]@{trip.offset} -> back "
-        f"in {trip.latency_ms:.1f} ms; screenshot blob {trip.screenshot_uri}"
-    )
+    asyncio.run(run_tasks_load(settings, Path(SANDBOX_TASKS), console))
+    with console.status("starting the pipeline processes"):
+        asyncio.run(pipeline.up(settings))
+    metrics = asyncio.run(rollout(settings, "train", tasks_per_iteration, iterations, console))
+    for m in metrics:
+        result = asyncio.run(export_iteration(settings, m.iteration))
+        console.print(f"exported {result.episodes} episodes of iteration {m.iteration} "
+                      f"to {result.path}")
 
 
 @worker_app.command("browser")
@@ -215,6 +277,24 @@ def worker_policy(
     console.print(f"policy processor: {settings.policy.kind} at {settings.policy.base_url}, "
                   f"{settings.policy.max_inflight} in flight")
     run_policy_worker(settings)
+
+
+@worker_app.command("evaluator")
+@one_line_errors
+def worker_evaluator(
+    judge: str = typer.Option(None, help="rules or llm (default: WEBGYM_EVALUATOR__JUDGE)."),
+) -> None:
+    """The evaluator (faust): scores every completed episode exactly once."""
+    from processors.evaluator.app import run_evaluator_worker
+
+    settings = get_settings()
+    if judge is not None:
+        settings.evaluator.judge = judge
+    cfg = settings.evaluator
+    where = f" at {cfg.base_url or settings.policy.base_url}" if cfg.judge == "llm" else ""
+    console.print(f"evaluator: {cfg.judge} judge{where}, {cfg.processing_guarantee}, "
+                  f"{cfg.max_inflight} episodes in flight")
+    run_evaluator_worker(settings)
 
 
 @sandbox_app.command("up")
@@ -276,3 +356,66 @@ def drive_reference(
                       ep.task.definite_answer or "", str(len(ep.observations)))
     console.print(table)
     console.print(f"{solved}/{len(results)} answered as expected")
+
+
+# -- task catalog, task history, metrics, trajectory export --------------------------
+
+tasks_app = typer.Typer(help="The task catalog (webgym.tasks).", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
+
+
+@tasks_app.command("load")
+@one_line_errors
+def tasks_load(
+    path: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL task file."),
+) -> None:
+    """Validate a task file and publish its good lines to webgym.tasks (bad lines reported)."""
+    from producers.catalog import run_tasks_load
+
+    report = asyncio.run(run_tasks_load(get_settings(), path, console))
+    if not report.loaded:
+        raise typer.Exit(1)
+
+
+@worker_app.command("history")
+@one_line_errors
+def worker_history() -> None:
+    """The task-history fold: scored episodes -> webgym.task-history (run one)."""
+    from processors.history import group_id, run_history_worker
+
+    settings = get_settings()
+    console.print(f"history worker: group {group_id(settings)}, "
+                  f"broker {settings.kafka.bootstrap_servers}")
+    asyncio.run(run_history_worker(settings))
+
+
+@worker_app.command("metrics")
+@one_line_errors
+def worker_metrics(
+    csv_path: Path = typer.Option(
+        None, "--csv", help="CSV to rewrite; the PNG goes beside it "
+        "(default: <infra.data_dir>/metrics/metrics.csv)."),
+) -> None:
+    """Per-iteration metrics: on IterationClosed -> webgym.metrics, a CSV and a PNG plot."""
+    from processors.metrics import default_csv_path, run_metrics_worker
+
+    settings = get_settings()
+    csv_path = csv_path or default_csv_path(settings)
+    console.print(f"metrics worker: {csv_path}, broker {settings.kafka.bootstrap_servers}")
+    asyncio.run(run_metrics_worker(settings, csv_path))
+
+
+@app.command("export")
+@one_line_errors
+def export(
+    iteration: int = typer.Option(..., "--iteration", help="Iteration to export."),
+    out: Path = typer.Option(
+        None, "--out", help="Directory (default: <infra.data_dir>/trajectories)."),
+    rank: int = typer.Option(None, "--rank", help="Node rank, for iteration{N}_rank_{R}.avro."),
+) -> None:
+    """Write an iteration's scored episodes to an Avro container file (zstandard)."""
+    from consumers.archiver import export_iteration
+
+    result = asyncio.run(export_iteration(get_settings(), iteration, out, rank))
+    console.print(f"exported {result.episodes} episodes of iteration {iteration} "
+                  f"to {result.path}", highlight=False)

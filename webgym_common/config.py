@@ -135,6 +135,34 @@ class PolicySettings(BaseModel):
     app_id: str = "webgym-policy"
 
 
+class EvaluatorSettings(BaseModel):
+    """The evaluator processor: the verifiable reward of every completed episode."""
+
+    # "rules": normalized match of the ANSWER against the task's definite answer.
+    # "llm": WebGym's judge (blocking check, criterion B, criterion A per fact group).
+    judge: Literal["rules", "llm"] = "rules"
+    # Any OpenAI-compatible endpoint. Unset: the policy's base_url and model.
+    base_url: str = ""
+    api_key: str = "EMPTY"
+    model: str = ""
+    timeout_s: float = Field(60.0, gt=0, description="per judge request")
+    retries: int = Field(2, ge=0, le=10)
+    max_concurrency: int = Field(4, ge=1, le=256, description="judge requests at once")
+    max_inflight: int = Field(4, ge=1, le=64, description="episodes being scored at once")
+    max_tokens: int = Field(384, ge=16)
+    temperature: float = Field(0.0, ge=0, le=2)
+    structured_output: bool = False  # constrain the reply to analysis + verdict (vLLM only)
+    vision: bool = False  # attach the screenshots as image parts (Qwen-VL-class judges)
+    max_screenshots: int = Field(48, ge=1, le=256, description="the last N steps judged")
+    blocking_sample: int = Field(20, ge=1, le=256, description="steps the blocking check sees")
+    page_text_chars: int = Field(1500, ge=0, description="page text kept per step")
+    evidence_chars: int = Field(6000, ge=200, description="page text per judge prompt")
+    blocklist_hours: float = Field(12.0, gt=0)
+    # The trajectory's last events travel on other topics and may lag the completion.
+    trajectory_wait_s: float = Field(15.0, gt=0)
+    processing_guarantee: Literal["exactly_once", "at_least_once"] = "exactly_once"
+
+
 class VllmSettings(BaseModel):
     """The local vLLM (CPU) server `webgym infra up --with-vllm` starts."""
 
@@ -144,6 +172,25 @@ class VllmSettings(BaseModel):
     max_model_len: int = Field(4096, ge=256)
     kv_cache_gib: int = Field(1, ge=1)
     start_timeout_s: float = Field(600.0, gt=0)
+
+
+class RolloutSettings(BaseModel):
+    """The controller: sampling, timeouts, completion threshold and grace period."""
+
+    strategy: Literal["uniform", "ratio", "attempt"] = "attempt"
+    # Shares per difficulty band for the ratio strategy.
+    ratios: dict[str, float] = Field(
+        default_factory=lambda: {"easy": 0.4, "medium": 0.4, "hard": 0.2}
+    )
+    task_timeout_minutes: float = Field(20.0, gt=0)
+    completion_threshold: float = Field(0.95, gt=0, le=1)
+    grace_period_s: float = Field(60.0, ge=0)
+    # A cancelled straggler gets this long to report before the iteration closes without it.
+    cancel_wait_s: float = Field(60.0, ge=0)
+    # How long to wait for the evaluator's scores before closing an iteration.
+    score_wait_s: float = Field(120.0, ge=0)
+    seed: int | None = None
+    interaction_mode: Literal["set_of_marks", "coordinates"] = "set_of_marks"
 
 
 class Settings(BaseSettings):
@@ -159,7 +206,9 @@ class Settings(BaseSettings):
     infra: InfraSettings = Field(default_factory=InfraSettings)
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    evaluator: EvaluatorSettings = Field(default_factory=EvaluatorSettings)
     vllm: VllmSettings = Field(default_factory=VllmSettings)
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
 
     @model_validator(mode="after")
     def _default_to_embedded_stack(self) -> Settings:

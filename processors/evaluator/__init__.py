@@ -1,0 +1,1 @@
+"""The evaluator: verifiable reward for every completed episode, exactly once."""

@@ -1,0 +1,75 @@
+"""`webgym rollout`: K iterations with a live progress bar, metrics printed at each close."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from processors.metrics import compute_metrics, default_csv_path, print_metrics, write_outputs
+from producers.catalog import read_compacted
+from producers.controller.rollout import IterationState, next_iteration, run_iteration
+from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.config import Settings
+from webgym_common.events import RolloutMetrics
+from webgym_common.topics import Topic
+
+METRICS_WAIT_S = 30.0
+
+
+def _describe(state: IterationState) -> str:
+    t = state.terminations
+    return (f"it{state.iteration} {state.split}: requested {len(state.requests)} · "
+            f"running {state.running} · done {len(state.completed)} · "
+            f"crashed {t['crashed']} · blocked {t['blocked']} · scored {len(state.scored)}")
+
+
+async def wait_for_metrics(settings: Settings, producer: EventProducer,
+                           iteration: int) -> RolloutMetrics | None:
+    """The metrics process's numbers for this iteration, if it is running."""
+    async with EventConsumer(settings, [Topic.METRICS], None, producer,
+                             client_id="rollout-metrics") as c:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + METRICS_WAIT_S
+        while loop.time() < deadline:
+            for r in await c.poll(300):
+                if isinstance(r.event, RolloutMetrics) and r.event.iteration == iteration:
+                    return r.event
+    return None
+
+
+async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iterations: int,
+                  console: Console) -> list[RolloutMetrics]:
+    results = []
+    async with EventProducer(settings, client_id="controller") as producer:
+        for _ in range(iterations):
+            iteration = await next_iteration(settings, producer, split)
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console) as progress:
+                bar = progress.add_task(f"it{iteration} {split}", total=tasks_per_iteration)
+
+                def update(state: IterationState, bar: int = bar) -> None:
+                    progress.update(bar, completed=len(state.completed),
+                                    total=len(state.requests), description=_describe(state))
+
+                state, closed = await run_iteration(settings, producer, iteration, split,
+                                                    tasks_per_iteration, update)
+            metrics = await wait_for_metrics(settings, producer, iteration)
+            if metrics is None:  # no metrics process: compute here and write the files
+                metrics = compute_metrics(iteration, split, list(state.scored.values()))
+                table = {int(k): v for k, v in
+                         (await read_compacted(settings, Topic.METRICS, producer)).items()
+                         if isinstance(v, RolloutMetrics)}
+                await producer.publish(Topic.METRICS, str(iteration), metrics)
+                table[iteration] = metrics
+                write_outputs(table, default_csv_path(settings))
+            console.print(f"iteration {iteration} closed in {closed.wall_time_s:.0f}s: "
+                          f"{closed.completed}/{closed.requested} completed, "
+                          f"{closed.crashed} crashed, {closed.blocked} blocked, "
+                          f"{closed.cancelled} cancelled, {closed.timed_out} timed out")
+            print_metrics(metrics, console)
+            results.append(metrics)
+    console.print(f"metrics: {default_csv_path(settings)} and "
+                  f"{default_csv_path(settings).with_suffix('.png')}")
+    return results

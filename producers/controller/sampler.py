@@ -1,0 +1,85 @@
+"""Which tasks an iteration runs: WebGym's sampling strategies (pure logic).
+
+- uniform: every eligible task equally likely;
+- ratio: fixed shares per difficulty band (easy 1-3, medium 4-6, hard 7+), uniform within;
+- attempt: weights by attempt level, 100/10/1/0.1/0.01/0.001, so new and unsolved tasks are
+  drawn far more often than mastered ones.
+Training tasks of blocked domains are skipped; test tasks are never filtered.
+Draws are without replacement while tasks last (then the pool is drawn again).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+
+from webgym_common.events import Task, TaskHistory
+
+LEVEL_WEIGHTS = (100.0, 10.0, 1.0, 0.1, 0.01, 0.001)
+BANDS = ("easy", "medium", "hard")
+
+
+def band(difficulty: int) -> str:
+    return "easy" if difficulty <= 3 else "medium" if difficulty <= 6 else "hard"
+
+
+def level_weight(level: int) -> float:
+    return LEVEL_WEIGHTS[min(max(level, 0), len(LEVEL_WEIGHTS) - 1)]
+
+
+def eligible(tasks: Sequence[Task], split: str, blocked_domains: set[str]) -> list[Task]:
+    if split == "test":
+        return list(tasks)
+    return [t for t in tasks if t.domain not in blocked_domains]
+
+
+def _weighted_without_replacement(
+    tasks: Sequence[Task], weights: Sequence[float], n: int, rng: random.Random
+) -> list[Task]:
+    # Efraimidis-Spirakis: the n largest u^(1/w) keys are a weighted sample without replacement.
+    keys = [(math.log(rng.random()) / w, i) for i, w in enumerate(weights)]
+    keys.sort(reverse=True)
+    return [tasks[i] for _, i in keys[:n]]
+
+
+def _draw(tasks: Sequence[Task], weights: Sequence[float], n: int, rng: random.Random) -> list:
+    out: list[Task] = []
+    while len(out) < n and tasks:
+        out += _weighted_without_replacement(tasks, weights, min(n - len(out), len(tasks)), rng)
+    return out
+
+
+def sample_tasks(
+    tasks: Sequence[Task],
+    n: int,
+    split: str,
+    strategy: str = "attempt",
+    history: Mapping[str, TaskHistory] | None = None,
+    blocked_domains: set[str] | None = None,
+    ratios: Mapping[str, float] | None = None,
+    rng: random.Random | None = None,
+) -> list[Task]:
+    rng = rng or random.Random()
+    pool = sorted(eligible(tasks, split, blocked_domains or set()), key=lambda t: t.task_id)
+    if strategy == "uniform":
+        return _draw(pool, [1.0] * len(pool), n, rng)
+    if strategy == "attempt":
+        history = history or {}
+
+        def level(t: Task) -> int:
+            h = history.get(t.task_id)
+            return h.attempt_level if h is not None else (t.attempt_level or 0)
+
+        return _draw(pool, [level_weight(level(t)) for t in pool], n, rng)
+    if strategy == "ratio":
+        shares = dict(ratios or {b: 1 / 3 for b in BANDS})
+        total = sum(shares.values()) or 1.0
+        counts = {b: round(n * shares.get(b, 0) / total) for b in BANDS}
+        counts[max(counts, key=counts.get)] += n - sum(counts.values())  # rounding remainder
+        out: list[Task] = []
+        for b in BANDS:
+            in_band = [t for t in pool if band(t.difficulty) == b]
+            out += _draw(in_band, [1.0] * len(in_band), counts[b], rng)
+        return out
+    raise ValueError(f"unknown sampling strategy {strategy!r} (uniform, ratio or attempt)")
