@@ -132,7 +132,8 @@ class PolicySettings(BaseModel):
     max_element_chars: int = Field(3000, ge=200)
     # An observation whose EpisodeRequested has not arrived waits this long, then is dead-lettered.
     context_wait_s: float = Field(30.0, gt=0)
-    app_id: str = "webgym-policy"
+    # Benchmarks only: the teacher-forcing policy waits this long per decision, like a model.
+    teacher_delay_s: float = Field(0.0, ge=0)
 
 
 class EvaluatorSettings(BaseModel):

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -44,7 +45,12 @@ class Policy(Protocol):
 class TeacherForcingPolicy:
     version = "teacher-forcing"
 
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+
     async def decide(self, ctx: EpisodeContext, obs: StepObserved) -> Decision:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
         refs = ctx.reference_actions
         if obs.step < len(refs):
             action = resolve_reference_action(ReferenceAction(**refs[obs.step]), obs.marks)
@@ -114,7 +120,9 @@ class VllmPolicy:
 
 
 def make_policy(cfg: PolicySettings, store: ObjectStore) -> Policy:
-    return TeacherForcingPolicy() if cfg.kind == "teacher" else VllmPolicy(cfg, store)
+    if cfg.kind == "teacher":
+        return TeacherForcingPolicy(cfg.teacher_delay_s)
+    return VllmPolicy(cfg, store)
 
 
 def prompt_blob(messages: list[dict[str, Any]]) -> bytes:
