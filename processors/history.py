@@ -22,14 +22,12 @@ would see episodes of one task on different partitions and overwrite each other.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 
-from producers.catalog import read_compacted
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.bus import EventConsumer, EventProducer, read_compacted
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, TaskHistory, utc_now
+from webgym_common.lifecycle import run_until_signalled
 from webgym_common.topics import Topic
 
 log = logging.getLogger(__name__)
@@ -112,9 +110,4 @@ async def fold_scored_episodes(settings: Settings) -> None:
 
 async def run_history_worker(settings: Settings) -> None:
     """Run until SIGTERM/SIGINT; leaving the group on the way out speeds up a rebalance."""
-    main = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, main.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await fold_scored_episodes(settings)
+    await run_until_signalled(fold_scored_episodes(settings))

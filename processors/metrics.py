@@ -16,12 +16,9 @@ the CSV (one row per iteration) and the PNG plot from the whole table.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import csv
 import logging
 import os
-import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +29,11 @@ from rich.console import Console
 from rich.table import Table
 
 from processors.history import is_success
-from producers.catalog import batches_to_end, read_compacted
 from webgym_common.actions import parse_action
-from webgym_common.bus import EventConsumer, EventProducer, Received
+from webgym_common.bus import EventConsumer, EventProducer, Received, batches_to_end, read_compacted
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, IterationClosed, RolloutMetrics
+from webgym_common.lifecycle import run_until_signalled
 from webgym_common.topics import Topic
 
 log = logging.getLogger(__name__)
@@ -231,9 +228,4 @@ async def follow_iterations(settings: Settings, csv_path: Path) -> None:
 
 async def run_metrics_worker(settings: Settings, csv_path: Path | None = None) -> None:
     """Run until SIGTERM/SIGINT."""
-    main = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, main.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await follow_iterations(settings, csv_path or default_csv_path(settings))
+    await run_until_signalled(follow_iterations(settings, csv_path or default_csv_path(settings)))

@@ -10,16 +10,14 @@ is the catalog the controller samples from.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from aiokafka import TopicPartition
 from rich.console import Console
 from rich.markup import escape
 
-from webgym_common.bus import EventConsumer, EventProducer, Received
+from webgym_common.bus import EventProducer, read_compacted
 from webgym_common.config import Settings
 from webgym_common.events import Event, Task
 from webgym_common.tasks import BadLine, read_task_file
@@ -79,55 +77,6 @@ async def run_tasks_load(settings: Settings, path: Path, console: Console) -> Lo
         report = await load_tasks(path, producer)
         print_load_report(report, producer.topic(Topic.TASKS), console)
     return report
-
-
-# -- reading compacted topics back --------------------------------------------------
-
-
-async def batches_to_end(
-    consumer: EventConsumer, stall_timeout_s: float = 60.0
-) -> AsyncIterator[list[Received]]:
-    """Batches from the consumer's assigned partitions up to their end offsets as of now.
-
-    The end offsets are taken once, so a busy topic cannot keep the read going
-    forever; records past them that come in the same fetch are kept. Raises
-    TimeoutError when no partition moves for `stall_timeout_s` (a long log is fine).
-    """
-    c = consumer.consumer
-    parts = sorted(c.assignment())
-    # end_offsets and position can block for good if a partition is gone.
-    ends = await asyncio.wait_for(c.end_offsets(parts), stall_timeout_s)
-    loop = asyncio.get_running_loop()
-    last: dict[TopicPartition, int] = {}
-    moved_at = loop.time()
-    while True:
-        now = {tp: await asyncio.wait_for(c.position(tp), stall_timeout_s) for tp in parts}
-        if all(now[tp] >= ends[tp] for tp in parts):
-            return
-        if now != last:
-            last, moved_at = now, loop.time()
-        elif loop.time() - moved_at > stall_timeout_s:
-            raise TimeoutError(f"reading {', '.join(consumer.topic_names)} to its end stalled")
-        batch = await consumer.poll(timeout_ms=200)
-        if batch:
-            yield batch
-
-
-async def read_to_end(consumer: EventConsumer, stall_timeout_s: float = 60.0) -> list[Received]:
-    return [r async for batch in batches_to_end(consumer, stall_timeout_s) for r in batch]
-
-
-async def read_compacted(
-    settings: Settings, topic: Topic, producer: EventProducer, stall_timeout_s: float = 60.0
-) -> dict[str, Event]:
-    """A compacted topic as a table: the latest event per key (no group, nothing committed)."""
-    latest: dict[str, Event] = {}
-    async with EventConsumer(settings, [topic], None, producer, client_id="table-reader") as c:
-        # Within a partition the later offset is the newer value; a key lives in one partition.
-        for received in await read_to_end(c, stall_timeout_s):
-            if received.key is not None:
-                latest[received.key] = received.event
-    return latest
 
 
 async def load_task_catalog(settings: Settings, producer: EventProducer) -> dict[str, Task]:

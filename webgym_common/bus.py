@@ -243,3 +243,52 @@ async def read_events(
                 if len(out) >= count:
                     break
     return out
+
+
+# -- reading a topic to its end (compacted topics as tables) ---------------------------
+
+
+async def batches_to_end(
+    consumer: EventConsumer, stall_timeout_s: float = 60.0
+) -> AsyncIterator[list[Received]]:
+    """Batches from the consumer's assigned partitions up to their end offsets as of now.
+
+    The end offsets are taken once, so a busy topic cannot keep the read going
+    forever; records past them that come in the same fetch are kept. Raises
+    TimeoutError when no partition moves for `stall_timeout_s` (a long log is fine).
+    """
+    c = consumer.consumer
+    parts = sorted(c.assignment())
+    # end_offsets and position can block for good if a partition is gone.
+    ends = await asyncio.wait_for(c.end_offsets(parts), stall_timeout_s)
+    loop = asyncio.get_running_loop()
+    last: dict[TopicPartition, int] = {}
+    moved_at = loop.time()
+    while True:
+        now = {tp: await asyncio.wait_for(c.position(tp), stall_timeout_s) for tp in parts}
+        if all(now[tp] >= ends[tp] for tp in parts):
+            return
+        if now != last:
+            last, moved_at = now, loop.time()
+        elif loop.time() - moved_at > stall_timeout_s:
+            raise TimeoutError(f"reading {', '.join(consumer.topic_names)} to its end stalled")
+        batch = await consumer.poll(timeout_ms=200)
+        if batch:
+            yield batch
+
+
+async def read_to_end(consumer: EventConsumer, stall_timeout_s: float = 60.0) -> list[Received]:
+    return [r async for batch in batches_to_end(consumer, stall_timeout_s) for r in batch]
+
+
+async def read_compacted(
+    settings: Settings, topic: Topic, producer: EventProducer, stall_timeout_s: float = 60.0
+) -> dict[str, Event]:
+    """A compacted topic as a table: the latest event per key (no group, nothing committed)."""
+    latest: dict[str, Event] = {}
+    async with EventConsumer(settings, [topic], None, producer, client_id="table-reader") as c:
+        # Within a partition the later offset is the newer value; a key lives in one partition.
+        for received in await read_to_end(c, stall_timeout_s):
+            if received.key is not None:
+                latest[received.key] = received.event
+    return latest

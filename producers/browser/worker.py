@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
 import time
 from collections import OrderedDict, defaultdict
@@ -30,6 +29,7 @@ from producers.browser.session import EpisodeSession
 from webgym_common.bus import EventConsumer, EventProducer, Received
 from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, CancelEpisode, EpisodeRequested
+from webgym_common.lifecycle import run_until_signalled
 from webgym_common.objectstore import ObjectStore
 from webgym_common.topics import Topic
 
@@ -218,9 +218,4 @@ class BrowserWorker(ConsumerRebalanceListener):
 
 async def run_browser_worker(settings: Settings) -> None:
     """Run until SIGTERM/SIGINT, then hand in-flight episodes over and leave the group."""
-    main = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, main.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await BrowserWorker(settings).run()
+    await run_until_signalled(BrowserWorker(settings).run())

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from processors.history import load_task_history
-from producers.catalog import load_task_catalog, read_compacted, read_to_end
+from producers.catalog import load_task_catalog
 from producers.controller.sampler import sample_tasks
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.bus import EventConsumer, EventProducer, read_compacted, read_to_end
 from webgym_common.config import Settings
 from webgym_common.events import (
     CancelEpisode,

@@ -8,9 +8,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from processors.metrics import compute_metrics, default_csv_path, print_metrics, write_outputs
-from producers.catalog import read_compacted
 from producers.controller.rollout import IterationState, next_iteration, run_iteration
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.bus import EventConsumer, EventProducer, read_compacted
 from webgym_common.config import Settings
 from webgym_common.events import RolloutMetrics
 from webgym_common.topics import Topic

@@ -19,9 +19,15 @@ from consumers.archiver import export_iteration
 from infra.launch import PipelineProcess
 from processors.history import group_id, load_task_history
 from processors.metrics import compute_metrics, same_numbers
-from producers.catalog import load_task_catalog, read_compacted, read_to_end
+from producers.catalog import load_task_catalog
 from tests.factories import sample_event
-from webgym_common.bus import EventConsumer, EventProducer, make_consumer
+from webgym_common.bus import (
+    EventConsumer,
+    EventProducer,
+    make_consumer,
+    read_compacted,
+    read_to_end,
+)
 from webgym_common.codec import read_container
 from webgym_common.config import Settings, settings_env
 from webgym_common.events import EpisodeScored, IterationClosed, TaskHistory, TrajectoryStep

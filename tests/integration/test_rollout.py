@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from infra.launch import PipelineProcess
-from producers.catalog import load_tasks, read_to_end
+from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from producers.controller.run import rollout
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.bus import EventConsumer, EventProducer, read_to_end
 from webgym_common.config import Settings
 from webgym_common.events import (
     DomainBlocked,
