@@ -26,6 +26,7 @@ def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:
         "WEBGYM_INFRA__MINIO_PORT": free_port(),
         "WEBGYM_INFRA__MINIO_CONSOLE_PORT": free_port(),
         "WEBGYM_INFRA__SANDBOX_PORT": free_port(),
+        "WEBGYM_VLLM__PORT": free_port(),
     }
     return {
         **os.environ,
@@ -44,7 +45,7 @@ def webgym(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.
 
 
 def stack_ports(env: dict[str, str]) -> list[int]:
-    return [int(v) for k, v in env.items() if k.startswith("WEBGYM_INFRA__") and k.endswith("PORT")]
+    return [int(v) for k, v in env.items() if k.startswith("WEBGYM_") and k.endswith("PORT")]
 
 
 def test_up_status_down_leaves_nothing_running(tmp_path: Path) -> None:
