@@ -95,8 +95,9 @@ def start(infra: InfraSettings, proc: ManagedProcess) -> None:
     config.write_text(server_properties(infra, log_dirs))
     if not (log_dirs / "meta.properties").exists():
         fmt = subprocess.run(
-            java_cmd(infra, "kafka.tools.StorageTool", "format", "-t", _cluster_id(),
-                     "-c", str(config)),
+            # `=`: a base64 id may start with "-", which argparse would take for an option.
+            java_cmd(infra, "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}",
+                     f"--config={config}"),
             capture_output=True, text=True, timeout=120,
         )
         if fmt.returncode != 0:

@@ -8,10 +8,11 @@ briefly for the trajectory's last events (they travel on other topics), decide
 the reward (the rules, or the LLM judge: reward.py), publish EpisodeScored and,
 for a blocked domain, DomainBlocked, then forget the episode's steps.
 
-Exactly once: the outputs commit in the same Kafka transaction as the input's
-offset (outbox.py), so a killed evaluator re-scores only what it had not
-committed and readers never see the aborted attempt. A replayed or duplicated
-EpisodeCompleted finds its episode in the `scored` table and publishes nothing.
+Exactly once: each input event's table changes and outputs commit in the same
+Kafka transaction as its offset (outbox.py), so a killed evaluator redoes only
+what it had not committed, and readers never see the aborted attempt. A replayed
+or duplicated EpisodeCompleted finds its episode in the `scored` table (kept
+after the rest of the episode's state is deleted) and publishes nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import faust
 
 from processors.evaluator.judge import make_judge
-from processors.evaluator.outbox import Outbox, Record
+from processors.evaluator.outbox import Effects, Outbox, rewind_uncommitted
 from processors.evaluator.reward import RULES_VERSION, Judgement, evaluate
 from processors.evaluator.trajectory import (
     Episode,
@@ -35,6 +36,7 @@ from processors.evaluator.trajectory import (
     observation_record,
     request_record,
     step_key,
+    steps_in,
     trajectory_steps,
 )
 from webgym_common.codec import Codec, DecodeError
@@ -77,6 +79,7 @@ def build_app(settings: Settings) -> faust.App:
     version = judge.version if judge is not None else RULES_VERSION
     outbox = Outbox(app, k.request_timeout_ms / 1000)
     names = {t: topic_name(k, t) for t in Topic}
+    sources = {Topic.EPISODES, Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISODES_COMPLETED}
 
     def topic(t: Topic) -> faust.TopicT:
         return app.topic(names[t], key_type=bytes, value_type=bytes, partitions=k.partitions)
@@ -95,85 +98,102 @@ def build_app(settings: Settings) -> faust.App:
     scoring_now: set[str] = set()  # being scored by an actor of this process
     arrivals = asyncio.Condition()  # notified whenever a task or step is remembered
 
-    async def decode(event: faust.EventT) -> Any | None:
+    @app.on_rebalance_complete.connect
+    async def rewind(sender: faust.App, **kwargs: Any) -> None:
+        await rewind_uncommitted(app, {names[t] for t in sources})
+
+    def decode(event: faust.EventT, effects: Effects) -> Any | None:
         try:
             return codec.decode(event.value)
         except DecodeError as err:
-            await dead_letter(event, str(err))
+            dead_letter(event, str(err), effects)
             return None
 
-    async def dead_letter(event: faust.EventT, error: str) -> None:
+    def dead_letter(event: faust.EventT, error: str, effects: Effects) -> None:
         msg = event.message
         letter = DeadLetter(source_topic=msg.topic, source_partition=msg.partition,
                             source_offset=msg.offset, source_key=msg.key,
                             raw_value=msg.value or b"", error=error, consumer_group=app.conf.id)
-        dlq = Record(names[Topic.DLQ], msg.topic.encode(), codec.encode(letter))
-        await outbox.publish_and_ack(event, [dlq])
+        effects.publish(names[Topic.DLQ], msg.topic, codec.encode(letter))
         log.warning("dead-lettered %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, error)
+
+    async def remember(stream: faust.StreamT, collect: Any) -> None:
+        """Fold a state topic into the tables: `collect(decoded, effects)` says what to write."""
+        async for event in stream.events():
+            ticket, effects = outbox.arrived(event), Effects()
+            decoded = decode(event, effects)
+            eid = getattr(decoded, "episode_id", None)
+            if eid is not None and eid not in scored:
+                collect(decoded, effects)
+            await outbox.commit(ticket, effects)
+            if effects.writes:
+                async with arrivals:
+                    arrivals.notify_all()
 
     # -- remember each episode's task and steps ---------------------------------------
 
     @app.agent(episodes)
     async def remember_tasks(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            req = await decode(event)
-            if isinstance(req, EpisodeRequested) and req.episode_id not in scored:
-                requests[req.episode_id] = request_record(req)
-                await note_arrival()
+        def collect(req: Any, effects: Effects) -> None:
+            if isinstance(req, EpisodeRequested) and req.episode_id not in requests:
+                effects.put(requests, req.episode_id, request_record(req))
+        await remember(stream, collect)
 
     @app.agent(observations)
     async def remember_observations(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            obs = await decode(event)
-            if isinstance(obs, StepObserved) and obs.episode_id not in scored:
-                key = step_key(obs.episode_id, obs.step)
-                if key not in observed:  # a resumed episode re-publishes its steps
-                    observed[key] = observation_record(obs, cfg.page_text_chars)
-                    await note_arrival()
+        def collect(obs: Any, effects: Effects) -> None:
+            key = step_key(obs.episode_id, obs.step) if isinstance(obs, StepObserved) else None
+            if key is not None and key not in observed:  # resumed episodes re-publish steps
+                effects.put(observed, key, observation_record(obs, cfg.page_text_chars))
+        await remember(stream, collect)
 
     @app.agent(actions)
     async def remember_actions(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            chosen = await decode(event)
-            if isinstance(chosen, ActionChosen) and chosen.episode_id not in scored:
-                key = step_key(chosen.episode_id, chosen.step)
-                if key not in acted:
-                    acted[key] = action_record(chosen)
-                    await note_arrival()
+        def collect(chosen: Any, effects: Effects) -> None:
+            key = step_key(chosen.episode_id, chosen.step) if isinstance(
+                chosen, ActionChosen) else None
+            if key is not None and key not in acted:
+                effects.put(acted, key, action_record(chosen))
+        await remember(stream, collect)
 
     # -- score each completed episode once ------------------------------------------
 
     @app.agent(completed, concurrency=cfg.max_inflight)
     async def score(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            done = await decode(event)
+            ticket, effects = outbox.arrived(event), Effects()
+            done, mine = decode(event, effects), False
+            eid = getattr(done, "episode_id", None)
             if done is not None and not isinstance(done, EpisodeCompleted):
-                await dead_letter(event, f"expected EpisodeCompleted, got {type(done).__name__}")
-            if not isinstance(done, EpisodeCompleted):
-                continue
-            if done.episode_id in scored or done.episode_id in scoring_now:
-                continue  # a replay or a duplicate: this episode has (or is getting) its score
-            scoring_now.add(done.episode_id)
-            try:
+                dead_letter(event, f"expected EpisodeCompleted, got {type(done).__name__}",
+                            effects)
+            elif isinstance(done, EpisodeCompleted) and not (eid in scored or eid in scoring_now):
+                scoring_now.add(done.episode_id)  # (else: a replay or duplicate: skipped)
+                mine = True
                 try:
-                    episode = await gather_episode(done)
-                    judgement = await evaluate(episode, judge, cfg.max_screenshots,
-                                               cfg.blocking_sample)
+                    await score_episode(done, effects)
                 except Exception as err:  # a bug in judging one episode must not stop the rest
                     log.exception("cannot score %s", done.episode_id)
-                    await dead_letter(event, f"evaluator error: {type(err).__name__}: {err}")
-                    continue
-                await outbox.publish_and_ack(event, outputs(done, episode, judgement))
-                scored[done.episode_id] = int(time.time() * 1000)
-                forget(done)
-                log.info("scored %s: reward %.0f, %s%s", done.episode_id, judgement.reward,
-                         done.termination, " (blocked)" if judgement.is_blocked else "")
+                    effects = Effects()
+                    dead_letter(event, f"evaluator error: {type(err).__name__}: {err}", effects)
+            try:
+                await outbox.commit(ticket, effects)  # sets `scored` as it publishes the score
             finally:
-                scoring_now.discard(done.episode_id)
+                if mine:
+                    scoring_now.discard(eid)
 
-    async def note_arrival() -> None:
-        async with arrivals:
-            arrivals.notify_all()
+    async def score_episode(done: EpisodeCompleted, effects: Effects) -> None:
+        episode = await gather_episode(done)
+        judgement = await evaluate(episode, judge, cfg.max_screenshots, cfg.blocking_sample)
+        publish_outputs(done, episode, judgement, effects)
+        effects.put(scored, done.episode_id, int(time.time() * 1000))
+        for steps in (observed, acted):  # the episode's state goes, its `scored` mark stays
+            for step in steps_in(steps, done):
+                effects.delete(steps, step_key(done.episode_id, step))
+        if done.episode_id in requests:
+            effects.delete(requests, done.episode_id)
+        log.info("scored %s: reward %.0f, %s%s", done.episode_id, judgement.reward,
+                 done.termination, " (blocked)" if judgement.is_blocked else "")
 
     async def gather_episode(done: EpisodeCompleted) -> Episode:
         """The episode as the tables hold it, once its expected steps are there (or time's up)."""
@@ -190,28 +210,13 @@ def build_app(settings: Settings) -> faust.App:
                 await arrivals.wait_for(lambda: not missing())
         except TimeoutError:
             log.warning("episode %s: judged without part of its trajectory", eid)
-        return build_episode(done, requests.get(eid), steps_of(observed, done),
-                             steps_of(acted, done))
+        return build_episode(done, requests.get(eid), steps_in(observed, done),
+                             steps_in(acted, done))
 
-    def steps_of(steps: faust.Table, done: EpisodeCompleted) -> dict[int, dict[str, Any]]:
-        """The episode's records in `steps`: 0 .. its ANSWER step, and on while there are more."""
-        out, step = {}, 0
-        while step <= done.steps + 1 or step_key(done.episode_id, step) in steps:
-            if (record := steps.get(step_key(done.episode_id, step))) is not None:
-                out[step] = record
-            step += 1
-        return out
-
-    def forget(done: EpisodeCompleted) -> None:
-        for steps in (observed, acted):
-            for step in steps_of(steps, done):
-                del steps[step_key(done.episode_id, step)]
-        if done.episode_id in requests:
-            del requests[done.episode_id]
-
-    def outputs(done: EpisodeCompleted, episode: Episode, j: Judgement) -> list[Record]:
+    def publish_outputs(done: EpisodeCompleted, episode: Episode, j: Judgement,
+                        effects: Effects) -> None:
         domain = episode.task.domain
-        event = EpisodeScored(
+        effects.publish(names[Topic.EPISODES_SCORED], done.episode_id, codec.encode(EpisodeScored(
             episode_id=done.episode_id, task_id=episode.task.task_id, domain=domain or "unknown",
             iteration=done.iteration, split=done.split, reward=j.reward,
             evaluation=j.evaluation, is_blocked=j.is_blocked, crashed=j.crashed,
@@ -219,18 +224,13 @@ def build_app(settings: Settings) -> faust.App:
             termination=done.termination, steps=done.steps,
             trajectory=trajectory_steps(episode), evaluator_version=version,
             policy_version=episode.policy_version,
-        )
-        records = [Record(names[Topic.EPISODES_SCORED], done.episode_id.encode(),
-                          codec.encode(event))]
+        )))
         if j.is_blocked and domain:
-            blocked = DomainBlocked(
+            effects.publish(names[Topic.BLOCKLIST], domain, codec.encode(DomainBlocked(
                 domain=domain, blocked_until=utc_now() + timedelta(hours=cfg.blocklist_hours),
                 reason=episode.reason or j.evaluation.splitlines()[0],
                 episode_id=done.episode_id,
-            )
-            records.append(Record(names[Topic.BLOCKLIST], domain.encode(),
-                                  codec.encode(blocked)))
-        return records
+            )))
 
     return app
 

@@ -86,7 +86,8 @@ def parse_verdict(text: str | None, yes: str = "SUCCESS", no: str = "NOT SUCCESS
 
 def verdict_regex(yes: str, no: str) -> str:
     """The reply's shape for structured output: one analysis line, then the verdict."""
-    return rf"Analysis: [^\n]{{1,600}}\nVerdict: ({no}|{yes})"
+    # Short enough that the verdict always fits in max_tokens, even for a rambling model.
+    return rf"Analysis: [^\n]{{1,240}}\nVerdict: ({no}|{yes})"
 
 
 def render_evidence(steps: tuple[StepEvidence, ...], page_chars: int, budget: int) -> str:

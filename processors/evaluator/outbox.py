@@ -1,72 +1,121 @@
-"""Publishing what an input event caused, inside that event's Kafka transaction.
+"""Committing everything an input event causes together with its offset: exactly once.
 
-With `processing_guarantee="exactly_once"` faust keeps one transactional
-producer per input partition and, every commit interval, commits in one Kafka
-transaction the records produced on it together with the input offsets acked
-so far. Faust routes `topic.send` by the *destination* partition, which only
-works for topics the app consumes; our outputs (scores, blocklist, dead
-letters) go to topics it does not, so we send them on the transactional
-producer of the *input* partition instead: they commit together with the
-input's offset, or are aborted together with it.
+Handling one input event yields `Effects`: table writes (the evaluator's state)
+and records to publish (scores, blocklist entries, dead letters). `Outbox.commit`
+makes them one step with the event's ack:
 
-One more step closes a gap: faust's commit runs concurrently with the agents,
-and takes its snapshot of acked offsets before it takes the transaction lock.
-Outputs sent while a commit is in flight could commit without their input's
-offset (a crash then re-scores the episode). So `publish_and_ack` waits until
-no commit is in flight, then, under the transaction lock, acks the input and
-appends the outputs: the next commit carries both or neither.
+- With `processing_guarantee="exactly_once"` faust keeps one transactional
+  producer per input partition and, every commit interval, commits in one Kafka
+  transaction what was produced on it together with the input offsets acked so
+  far. We write the table changes' changelog records and the outputs on the
+  *input* partition's producer ourselves (faust's `topic.send` picks the
+  producer by destination partition, which fails for topics the app does not
+  consume, and sends table changelogs from a buffer that its commit does not
+  flush), under the producer's transaction lock, when no commit is half-way
+  (a commit snapshots the acked offsets before it takes the lock), right after
+  the ack. So the next commit carries the ack, the state change and the outputs,
+  or a crash aborts all three and the event is handled again.
+- Faust commits a partition up to the first gap in its acked offsets but misses
+  a gap right after the committed offset; with several actors, finishing offset
+  6 while 5 is in flight would commit past 5. So commits happen in arrival
+  order per partition (`arrived` hands out the place in line).
+- In `at_least_once` mode the records are sent and acknowledged before the ack.
 
-In `at_least_once` mode the outputs are sent (and acknowledged by the broker)
-before the input is acked.
+`rewind_uncommitted` works around a restart hole: after recovery faust seeks each
+partition to its committed offset, but aiokafka skips partitions whose committed
+offset is missing or 0, so a message fetched and dropped during recovery there
+would never come back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Sequence
+from collections import defaultdict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import faust
-
-log = logging.getLogger(__name__)
+from faust.serializers import codecs
 
 
 class Record(NamedTuple):
     topic: str
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a tombstone
+    partition: int | None = None
+
+
+@dataclass
+class Effects:
+    """What handling one input event changes: table writes and records to publish."""
+
+    writes: list[tuple[faust.Table, str, Any]] = field(default_factory=list)  # value None: delete
+    records: list[Record] = field(default_factory=list)
+
+    def put(self, table: faust.Table, key: str, value: Any) -> None:
+        self.writes.append((table, key, value))
+
+    def delete(self, table: faust.Table, key: str) -> None:
+        self.writes.append((table, key, None))
+
+    def publish(self, topic: str, key: str | None, value: bytes) -> None:
+        self.records.append(Record(topic, key.encode() if key is not None else None, value))
+
+
+@dataclass(eq=False)
+class Ticket:
+    """An input event's place in line on its partition."""
+
+    event: faust.EventT
 
 
 class Outbox:
     def __init__(self, app: faust.App, timeout_s: float) -> None:
         self.app = app
         self.timeout_s = timeout_s
+        self.lines: dict[Any, deque[Ticket]] = defaultdict(deque)
+        self.turns = asyncio.Condition()
 
-    def transactional_id(self, event: faust.EventT) -> str | None:
-        """The transaction the input event's partition commits in (None: no transactions)."""
-        if not self.app.in_transaction:
-            return None
-        msg = event.message
-        group = self.app.assignor.group_for_topic(msg.topic)
-        return f"{self.app.conf.id}-{group}-{msg.partition}"
+    def arrived(self, event: faust.EventT) -> Ticket:
+        """Take the event's place in line; call before anything that awaits."""
+        ticket = Ticket(event)
+        self.lines[event.message.tp].append(ticket)
+        return ticket
 
-    async def publish_and_ack(self, event: faust.EventT, records: Sequence[Record]) -> None:
-        """Publish `records` and mark `event` as handled, as one step."""
-        tid = self.transactional_id(event)
-        if tid is None:
-            sent = [await self.app.producer.send(r.topic, r.key, r.value, None, None, None)
-                    for r in records]
-            await asyncio.wait_for(asyncio.gather(*sent), self.timeout_s)
-            event.ack()
-            return
-        sent = await self._in_transaction(tid, event, records)
+    async def commit(self, ticket: Ticket, effects: Effects) -> None:
+        """Apply and publish the effects and ack the event, as one step, in line."""
+        event = ticket.event
+        line = self.lines[event.message.tp]
+        try:
+            async with self.turns:
+                await self.turns.wait_for(lambda: line[0] is ticket)
+            records = [*self._changelog(event, effects.writes), *effects.records]
+            tid = self._transactional_id(event)
+            if tid is None:
+                sent = [await self.app.producer.send(r.topic, r.key, r.value, r.partition,
+                                                     None, None) for r in records]
+                await asyncio.wait_for(asyncio.gather(*sent), self.timeout_s)
+                self._apply(effects.writes)
+                event.ack()
+            else:
+                sent = await self._in_transaction(tid, event, effects.writes, records)
+        finally:
+            line.remove(ticket)
+            async with self.turns:
+                self.turns.notify_all()
         # The broker's acknowledgement; the transaction's commit makes them visible.
         await asyncio.wait_for(asyncio.gather(*sent), self.timeout_s)
 
-    async def _in_transaction(
-        self, tid: str, event: faust.EventT, records: Sequence[Record]
-    ) -> list[asyncio.Future]:
+    def _transactional_id(self, event: faust.EventT) -> str | None:
+        if not self.app.in_transaction:
+            return None
+        msg = event.message
+        return f"{self.app.conf.id}-{self.app.assignor.group_for_topic(msg.topic)}-{msg.partition}"
+
+    async def _in_transaction(self, tid: str, event: faust.EventT,
+                              writes: list[tuple[faust.Table, str, Any]],
+                              records: list[Record]) -> list[asyncio.Future]:
         producer: Any = self.app.producer  # faust's aiokafka driver: per-tid producers + locks
         consumer: Any = self.app.consumer
         while True:
@@ -74,8 +123,36 @@ class Outbox:
             async with producer._trn_locks[tid]:
                 if consumer._commit_fut is not None:
                     continue  # a commit started while we waited for the lock: let it finish
-                # A commit that starts from here on sees this offset acked, and waits for
-                # this lock: it carries the records appended below as well.
+                # A commit that starts from here on sees the ack, and waits for this lock:
+                # it carries the records appended below as well.
+                self._apply(writes)
                 event.ack()
                 transaction = producer._transaction_producers[tid]
-                return [await transaction.send(r.topic, r.value, key=r.key) for r in records]
+                return [await transaction.send(r.topic, r.value, key=r.key, partition=r.partition)
+                        for r in records]
+
+    @staticmethod
+    def _changelog(event: faust.EventT, writes: Iterable[tuple[faust.Table, str, Any]]
+                   ) -> list[Record]:
+        # Tables are co-partitioned with their source topics: the event's partition.
+        return [Record(table.changelog_topic.get_topic_name(), codecs.dumps("json", key),
+                       None if value is None else codecs.dumps("json", value),
+                       event.message.partition)
+                for table, key, value in writes]
+
+    @staticmethod
+    def _apply(writes: Iterable[tuple[faust.Table, str, Any]]) -> None:
+        for table, key, value in writes:
+            if value is not None:
+                table.data[key] = value
+            elif key in table.data:
+                del table.data[key]
+
+
+async def rewind_uncommitted(app: faust.App, topics: set[str]) -> None:
+    """Seek this worker's partitions of `topics` that have no committed offset to the start."""
+    consumer: Any = app.consumer
+    committed = await consumer.seek_to_committed()
+    for tp, offset in committed.items():
+        if tp.topic in topics and not offset:
+            await consumer.seek(tp, 0)

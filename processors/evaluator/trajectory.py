@@ -9,6 +9,7 @@ when the EpisodeCompleted arrives.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +120,16 @@ def action_record(chosen: ActionChosen) -> dict[str, Any]:
         "thought": chosen.thought, "memory_json": chosen.memory_json,
         "raw_response": chosen.raw_response,
     }
+
+
+def steps_in(table: Mapping[str, Any], done: EpisodeCompleted) -> dict[int, dict[str, Any]]:
+    """An episode's step records in a table: 0 .. its ANSWER step, and on while there are more."""
+    out, step = {}, 0
+    while step <= done.steps + 1 or step_key(done.episode_id, step) in table:
+        if (record := table.get(step_key(done.episode_id, step))) is not None:
+            out[step] = record
+        step += 1
+    return out
 
 
 def expected_parts(done: EpisodeCompleted) -> tuple[range, range]:
