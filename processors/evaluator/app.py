@@ -51,6 +51,7 @@ from webgym_common.events import (
     StepObserved,
     utc_now,
 )
+from webgym_common.faust_app import make_faust_app
 from webgym_common.topics import Topic, topic_name
 
 log = logging.getLogger(__name__)
@@ -58,22 +59,7 @@ log = logging.getLogger(__name__)
 
 def build_app(settings: Settings) -> faust.App:
     k, cfg = settings.kafka, settings.evaluator
-    app = faust.App(
-        f"{k.topic_prefix}-evaluator",
-        broker=f"kafka://{k.bootstrap_servers}",
-        store="memory://",
-        processing_guarantee=cfg.processing_guarantee,
-        topic_partitions=k.partitions,
-        topic_replication_factor=k.replication_factor,
-        web_enabled=False,
-        consumer_auto_offset_reset="earliest",
-        broker_session_timeout=k.session_timeout_ms / 1000,
-        broker_heartbeat_interval=k.heartbeat_interval_ms / 1000,
-        producer_acks=-1,
-        producer_compression_type=None if k.compression == "none" else k.compression,
-        key_serializer="raw",
-        value_serializer="raw",
-    )
+    app = make_faust_app(settings, "evaluator", processing_guarantee=cfg.processing_guarantee)
     codec = Codec()
     judge = make_judge(settings)
     version = judge.version if judge is not None else RULES_VERSION

@@ -30,6 +30,7 @@ from webgym_common.events import (
     StepObserved,
     utc_now,
 )
+from webgym_common.faust_app import make_faust_app
 from webgym_common.objectstore import ObjectStore
 from webgym_common.prompts import EpisodeContext, StepRecord
 from webgym_common.topics import Topic, topic_name
@@ -39,21 +40,7 @@ log = logging.getLogger(__name__)
 
 def build_app(settings: Settings) -> faust.App:
     k = settings.kafka
-    app = faust.App(
-        f"{k.topic_prefix}-policy",
-        broker=f"kafka://{k.bootstrap_servers}",
-        store="memory://",
-        topic_partitions=k.partitions,
-        topic_replication_factor=k.replication_factor,
-        web_enabled=False,
-        consumer_auto_offset_reset="earliest",
-        broker_session_timeout=k.session_timeout_ms / 1000,
-        broker_heartbeat_interval=k.heartbeat_interval_ms / 1000,
-        producer_acks=-1,
-        producer_compression_type=None if k.compression == "none" else k.compression,
-        key_serializer="raw",
-        value_serializer="raw",
-    )
+    app = make_faust_app(settings, "policy")
     codec = Codec()
     store = ObjectStore(settings.s3)
     policy = make_policy(settings.policy, store)
