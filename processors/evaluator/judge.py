@@ -81,6 +81,7 @@ def parse_verdict(text: str | None, yes: str = "SUCCESS", no: str = "NOT SUCCESS
     last = matches[-1]
     success = " ".join(last.group(1).upper().replace("_", " ").replace("-", " ").split()) == yes
     analysis = text[: last.start()].strip(" \n*#:-_`") or text
+    analysis = re.sub(r"^analysis\s*:\s*", "", analysis, flags=re.I)  # the structured-output label
     return Verdict(success, analysis=analysis)
 
 

@@ -30,6 +30,7 @@ would never come back.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from typing import Any, NamedTuple
 
 import faust
 from faust.serializers import codecs
+
+log = logging.getLogger(__name__)
 
 
 class Record(NamedTuple):
@@ -120,14 +123,20 @@ class Outbox:
         consumer: Any = self.app.consumer
         while True:
             await consumer.maybe_wait_for_commit_to_finish()
-            async with producer._trn_locks[tid]:
+            lock = producer._trn_locks.get(tid)
+            if lock is None or tid not in producer._transaction_producers:
+                log.info("%s moved to another worker; it handles this event again", tid)
+                return []
+            async with lock:
                 if consumer._commit_fut is not None:
                     continue  # a commit started while we waited for the lock: let it finish
+                transaction = producer._transaction_producers.get(tid)
+                if transaction is None:
+                    continue  # the partition was revoked meanwhile (checked above)
                 # A commit that starts from here on sees the ack, and waits for this lock:
                 # it carries the records appended below as well.
                 self._apply(writes)
                 event.ack()
-                transaction = producer._transaction_producers[tid]
                 return [await transaction.send(r.topic, r.value, key=r.key, partition=r.partition)
                         for r in records]
 
@@ -153,6 +162,8 @@ async def rewind_uncommitted(app: faust.App, topics: set[str]) -> None:
     """Seek this worker's partitions of `topics` that have no committed offset to the start."""
     consumer: Any = app.consumer
     committed = await consumer.seek_to_committed()
-    for tp, offset in committed.items():
-        if tp.topic in topics and not offset:
-            await consumer.seek(tp, 0)
+    rewound = [tp for tp, offset in committed.items() if tp.topic in topics and not offset]
+    for tp in rewound:
+        await consumer.seek(tp, 0)
+    if rewound:
+        log.info("read %d partitions without a committed offset from the start", len(rewound))

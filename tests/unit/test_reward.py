@@ -13,6 +13,7 @@ from processors.evaluator.judge import (
     render_evidence,
     render_question,
 )
+from processors.evaluator.outbox import Outbox
 from processors.evaluator.reward import (
     Question,
     Verdict,
@@ -29,6 +30,7 @@ from processors.evaluator.trajectory import (
     build_episode,
     expected_parts,
     page_excerpt,
+    steps_in,
 )
 from webgym_common.config import load_settings
 from webgym_common.events import EpisodeCompleted
@@ -251,6 +253,11 @@ def test_an_unparseable_or_missing_verdict_is_not_success_with_the_reason(reply)
     assert v.success is False and v.reason
 
 
+def test_the_structured_output_label_is_not_part_of_the_analysis() -> None:
+    v = parse_verdict("Analysis: the price is on the page\nVerdict: SUCCESS")
+    assert v.success and v.analysis == "the price is on the page"
+
+
 def test_blocking_verdicts_use_their_own_labels() -> None:
     assert parse_verdict("CAPTCHA wall.\nVerdict: BLOCKED", "BLOCKED", "NOT BLOCKED").success
     assert not parse_verdict("Verdict: NOT BLOCKED", "BLOCKED", "NOT BLOCKED").success
@@ -281,6 +288,25 @@ def test_build_episode_orders_steps_and_knows_what_to_wait_for() -> None:
     assert expected_parts(done) == (range(3), range(3))
     assert expected_parts(done.model_copy(update={"termination": "max_steps"})) == (
         range(3), range(2))
+    # The episode's records in a table: from 0 through the ANSWER step and any beyond.
+    table = {"e/0": {"a": 0}, "e/2": {"a": 2}, "e/3": {"a": 3}, "e/4": {"a": 4}, "f/1": {}}
+    assert sorted(steps_in(table, done)) == [0, 2, 3, 4]
+
+
+def test_table_changes_become_changelog_records_on_the_events_partition() -> None:
+    class Table:
+        class changelog_topic:  # noqa: N801 (stands in for faust's topic object)
+            @staticmethod
+            def get_topic_name() -> str:
+                return "p-evaluator-scored-changelog"
+
+    class Event:
+        class message:  # noqa: N801
+            partition = 3
+
+    put, delete = Outbox._changelog(Event, [(Table, "ep-1", 1700), (Table, "ep-2", None)])
+    assert put == ("p-evaluator-scored-changelog", b'"ep-1"', b"1700", 3)
+    assert delete == ("p-evaluator-scored-changelog", b'"ep-2"', None, 3)  # a tombstone
 
 
 async def test_an_unreachable_judge_is_a_recorded_failure() -> None:
