@@ -29,9 +29,9 @@ from rich.table import Table
 from infra import stack
 from infra.launch import BrowserWorkerProcess
 from producers.browser.browser_pool import BrowserPool
-from producers.browser.execute import execute, settle
+from producers.browser.direct import open_observed_page
+from producers.browser.execute import execute
 from producers.browser.observe import observe
-from producers.browser.session import EpisodeSession
 from producers.hand_fed import HandFedEpisode
 from webgym_common.actions import format_action
 from webgym_common.admin import create_topics
@@ -116,13 +116,8 @@ async def direct(settings: Settings, pages: int, steps: int, progress) -> tuple[
     latencies: list[float] = []
 
     async def one() -> None:
-        session = EpisodeSession(request=None, partition=0)  # type: ignore[arg-type]
-        context = await pool.new_context()
-        await session.attach(context, await context.new_page())
-        navs = session.nav_requests
-        await session.page.goto(f"{settings.sandbox_url}/playground/", wait_until="commit")
-        await settle(session, session.page, cfg, navs)
-        obs = await observe(session.page, session.cdp, cfg)
+        session, context, obs = await open_observed_page(
+            pool, cfg, f"{settings.sandbox_url}/playground/")
         for i in range(steps):
             session.marks = {m.index: m for m in obs.marks}
             started = time.perf_counter()

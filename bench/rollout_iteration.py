@@ -24,9 +24,9 @@ from rich.table import Table
 
 from infra import pipeline, stack
 from producers.browser.browser_pool import BrowserPool
-from producers.browser.execute import ActionFailed, execute, settle
+from producers.browser.direct import open_observed_page
+from producers.browser.execute import ActionFailed, execute
 from producers.browser.observe import observe
-from producers.browser.session import EpisodeSession
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from webgym_common.admin import create_topics
@@ -78,13 +78,8 @@ async def naive(settings: Settings, tasks: list[Task], delay_s: float) -> tuple[
     started = time.perf_counter()
     try:
         for task in tasks:
-            session = EpisodeSession(request=None, partition=0)  # type: ignore[arg-type]
-            context = await pool.new_context()
-            await session.attach(context, await context.new_page())
-            navs = session.nav_requests
-            await session.page.goto(settings.resolve_url(task.website), wait_until="commit")
-            await settle(session, session.page, cfg, navs)
-            obs = await observe(session.page, session.cdp, cfg)
+            session, context, obs = await open_observed_page(
+                pool, cfg, settings.resolve_url(task.website))
             for ref in task.reference_actions:
                 await asyncio.sleep(delay_s)
                 action = resolve_reference_action(ref, obs.marks)
