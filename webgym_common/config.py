@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import (
@@ -20,6 +20,68 @@ from pydantic_settings import (
     SettingsConfigDict,
     YamlConfigSettingsSource,
 )
+
+# -- choices: every setting with a fixed set of values is one of these ----------------
+
+
+class PolicyKind(StrEnum):
+    VLLM = "vllm"  # any OpenAI-compatible server
+    TEACHER = "teacher"  # replays the task's reference actions
+
+
+class JudgeKind(StrEnum):
+    RULES = "rules"  # normalized match of the answer against the definite answer
+    LLM = "llm"  # WebGym's judge
+
+
+class SamplingStrategy(StrEnum):
+    UNIFORM = "uniform"
+    RATIO = "ratio"
+    ATTEMPT = "attempt"
+
+
+class InteractionMode(StrEnum):
+    SET_OF_MARKS = "set_of_marks"
+    COORDINATES = "coordinates"
+
+
+class Split(StrEnum):
+    TRAIN = "train"
+    TEST = "test"
+
+
+class ScreenshotFormat(StrEnum):
+    PNG = "png"
+    JPEG = "jpeg"
+    WEBP = "webp"
+
+    @property
+    def mime(self) -> str:
+        return f"image/{self.value}"
+
+    @classmethod
+    def mime_of(cls, fmt: str | None) -> str:
+        """The MIME type of a stored screenshot's format (JPEG when unknown)."""
+        return cls(fmt).mime if fmt in cls._value2member_map_ else cls.JPEG.mime
+
+
+class ImageTransport(StrEnum):
+    DATA_URL = "data_url"
+    PRESIGNED = "presigned"
+
+
+class ProcessingGuarantee(StrEnum):
+    EXACTLY_ONCE = "exactly_once"
+    AT_LEAST_ONCE = "at_least_once"
+
+
+class Compression(StrEnum):
+    ZSTD = "zstd"
+    GZIP = "gzip"
+    LZ4 = "lz4"
+    SNAPPY = "snappy"
+    NONE = "none"
+
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_HOME = Path(os.environ.get("WEBGYM_HOME", Path.home() / ".cache" / "webgym"))
@@ -40,7 +102,7 @@ class KafkaSettings(BaseModel):
     heartbeat_interval_ms: int = Field(1_000, ge=100)
     max_poll_interval_ms: int = Field(300_000, ge=1000)
     linger_ms: int = Field(5, ge=0)
-    compression: Literal["zstd", "gzip", "lz4", "snappy", "none"] = "zstd"
+    compression: Compression = Compression.ZSTD
     max_request_size: int = Field(4 * 1024 * 1024, ge=1024)
     replay_retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=60_000)
     scored_retention_ms: int = Field(-1, ge=-1)  # -1 = forever: scored episodes are the record
@@ -94,7 +156,7 @@ class BrowserSettings(BaseModel):
     contexts: int = Field(4, ge=1, le=64)
     viewport_width: int = Field(1280, ge=320, le=4096)
     viewport_height: int = Field(720, ge=240, le=4096)
-    screenshot_format: Literal["png", "jpeg", "webp"] = "jpeg"
+    screenshot_format: ScreenshotFormat = ScreenshotFormat.JPEG
     screenshot_quality: int = Field(80, ge=1, le=100)
     action_timeout_s: float = Field(10.0, gt=0)
     navigation_timeout_s: float = Field(15.0, gt=0)
@@ -113,7 +175,7 @@ class BrowserSettings(BaseModel):
 class PolicySettings(BaseModel):
     """The policy processor and the model server it calls."""
 
-    kind: Literal["vllm", "teacher"] = "vllm"
+    kind: PolicyKind = PolicyKind.VLLM
     # Any OpenAI-compatible endpoint: the local vLLM, compose's vLLM service, a GPU box.
     # Unset: the local vLLM that `webgym infra up --with-vllm` starts.
     base_url: str = ""
@@ -128,7 +190,7 @@ class PolicySettings(BaseModel):
     structured_output: bool = True  # constrain replies to the action grammar (regex)
     thinking: bool = False  # the model reasons in <think>...</think> first
     vision: bool = False  # attach the screenshot as an image part
-    image_transport: Literal["data_url", "presigned"] = "data_url"
+    image_transport: ImageTransport = ImageTransport.DATA_URL
     max_element_chars: int = Field(3000, ge=200)
     # An observation whose EpisodeRequested has not arrived waits this long, then is dead-lettered.
     context_wait_s: float = Field(30.0, gt=0)
@@ -141,7 +203,7 @@ class EvaluatorSettings(BaseModel):
 
     # "rules": normalized match of the ANSWER against the task's definite answer.
     # "llm": WebGym's judge (blocking check, criterion B, criterion A per fact group).
-    judge: Literal["rules", "llm"] = "rules"
+    judge: JudgeKind = JudgeKind.RULES
     # Any OpenAI-compatible endpoint. Unset: the policy's base_url and model.
     base_url: str = ""
     api_key: str = "EMPTY"
@@ -161,7 +223,7 @@ class EvaluatorSettings(BaseModel):
     blocklist_hours: float = Field(12.0, gt=0)
     # The trajectory's last events travel on other topics and may lag the completion.
     trajectory_wait_s: float = Field(15.0, gt=0)
-    processing_guarantee: Literal["exactly_once", "at_least_once"] = "exactly_once"
+    processing_guarantee: ProcessingGuarantee = ProcessingGuarantee.EXACTLY_ONCE
 
 
 class VllmSettings(BaseModel):
@@ -178,7 +240,7 @@ class VllmSettings(BaseModel):
 class RolloutSettings(BaseModel):
     """The controller: sampling, timeouts, completion threshold and grace period."""
 
-    strategy: Literal["uniform", "ratio", "attempt"] = "attempt"
+    strategy: SamplingStrategy = SamplingStrategy.ATTEMPT
     # Shares per difficulty band for the ratio strategy.
     ratios: dict[str, float] = Field(
         default_factory=lambda: {"easy": 0.4, "medium": 0.4, "hard": 0.2}
@@ -191,7 +253,7 @@ class RolloutSettings(BaseModel):
     # How long to wait for the evaluator's scores before closing an iteration.
     score_wait_s: float = Field(120.0, ge=0)
     seed: int | None = None
-    interaction_mode: Literal["set_of_marks", "coordinates"] = "set_of_marks"
+    interaction_mode: InteractionMode = InteractionMode.SET_OF_MARKS
 
 
 class Settings(BaseSettings):

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from collections.abc import Awaitable
+from pathlib import Path
+
+READY_FILE_ENV = "WEBGYM_READY_FILE"
 
 
 async def run_until_signalled(work: Awaitable[None]) -> None:
@@ -16,3 +20,13 @@ async def run_until_signalled(work: Awaitable[None]) -> None:
         loop.add_signal_handler(sig, main.cancel)
     with contextlib.suppress(asyncio.CancelledError):
         await work
+
+
+def mark_ready(detail: str = "ready") -> None:
+    """Tell whoever started this process that it is serving (its consumer owns partitions).
+
+    The launcher names the file in WEBGYM_READY_FILE; without it this does nothing.
+    """
+    path = os.environ.get(READY_FILE_ENV)
+    if path:
+        Path(path).write_text(detail + "\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -62,7 +63,24 @@ def read_task_file(path: Path) -> tuple[list[Task], list[BadLine]]:
     return tasks, bad
 
 
+class Band(StrEnum):
+    """WebGym's difficulty bands: easy 1-3, medium 4-6, hard 7+."""
+
+    EASY = "easy"
+    MEDIUM = "medium"
+    HARD = "hard"
+
+
+def band_of(difficulty: int) -> Band:
+    return Band.EASY if difficulty <= 3 else Band.MEDIUM if difficulty <= 6 else Band.HARD
+
+
+# WebGym's step limits per band: 10/20/30 in training, 30/50/70 in test.
+_STEP_LIMITS = {
+    "train": {Band.EASY: 10, Band.MEDIUM: 20, Band.HARD: 30},
+    "test": {Band.EASY: 30, Band.MEDIUM: 50, Band.HARD: 70},
+}
+
+
 def max_steps_for(difficulty: int, split: str) -> int:
-    """WebGym's step limits: 10/20/30 in training, 30/50/70 in test (easy/medium/hard)."""
-    band = 0 if difficulty <= 3 else 1 if difficulty <= 6 else 2
-    return (10, 20, 30)[band] if split == "train" else (30, 50, 70)[band]
+    return _STEP_LIMITS["train" if split == "train" else "test"][band_of(difficulty)]

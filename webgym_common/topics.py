@@ -80,3 +80,18 @@ def topic_specs(kafka: KafkaSettings) -> dict[Topic, TopicSpec]:
 
 def topic_name(kafka: KafkaSettings, topic: Topic) -> str:
     return f"{kafka.topic_prefix}.{topic.value}"
+
+
+class Group(StrEnum):
+    """Consumer groups (and faust app ids); `.value` is the suffix after the prefix."""
+
+    BROWSERS = "browsers"
+    POLICY = "policy"
+    EVALUATOR = "evaluator"
+    HISTORY = "history"
+    METRICS = "metrics"
+
+
+def group_id(kafka: KafkaSettings, group: Group) -> str:
+    """"<prefix>-<suffix>": each topic prefix (each test) has groups of its own."""
+    return f"{kafka.topic_prefix}-{group.value}"
