@@ -1,6 +1,6 @@
 """Browser-worker benchmark: steps/s and step latency through Kafka vs a direct Playwright loop.
 
-  .venv/bin/python bench/browser_steps.py [--steps-per-episode 15]
+  .venv/bin/python -m bench.browser_steps [--steps-per-episode 15]
 
 For 1, 4, 8 and 16 contexts in one worker, and 2 workers x 4 contexts, as many
 episodes as contexts run on the sandbox playground. A bench policy answers every
@@ -26,13 +26,13 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from bench.direct import open_observed_page
 from infra import stack
-from infra.launch import BrowserWorkerProcess
 from producers.browser.browser_pool import BrowserPool
-from producers.browser.direct import open_observed_page
 from producers.browser.execute import execute
 from producers.browser.observe import observe
-from producers.hand_fed import HandFedEpisode
+from tests.support.hand_fed import HandFedEpisode
+from tests.support.launch import BrowserWorkerProcess
 from webgym_common.actions import format_action
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventProducer
@@ -81,15 +81,14 @@ async def pipeline(base: Settings, workers: int, contexts: int, steps: int,
                    progress) -> tuple[float, list[float]]:
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     settings = base.model_copy(update={
-        "kafka": base.kafka.model_copy(update={"topic_prefix": prefix}),
-        "browser": base.browser.model_copy(update={"group_id": f"{prefix}-browsers"}),
+        "kafka": base.kafka.model_copy(update={"topic_prefix": prefix}),  # and the groups
     })
     await create_topics(settings)
     logs = Path(tempfile.mkdtemp(prefix="bench-browser-"))
     procs = [BrowserWorkerProcess(settings, contexts, logs / f"w{i}.log") for i in range(workers)]
     try:
         async with asyncio.timeout(120):
-            while not all(p.owns_partitions() for p in procs):  # noqa: ASYNC110 (log files)
+            while not all(p.owns_partitions() for p in procs):  # noqa: ASYNC110 (ready files)
                 await asyncio.sleep(0.2)
         episodes = workers * contexts
         bar = progress.add_task(f"kafka  {workers}x{contexts}", total=episodes * steps)

@@ -1,6 +1,6 @@
 """Policy benchmark: the policy processor against the local vLLM vs the same server called directly.
 
-  .venv/bin/python bench/policy_throughput.py [--steps 4]
+  .venv/bin/python -m bench.policy_throughput [--steps 4]
 
 Starts the embedded stack with vLLM (CPU, SmolLM2-135M) if needed. For 1, 8 and 16
 episodes in flight, synthetic episodes (a shop-like element list, no browser) send
@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infra import stack
-from infra.launch import PipelineProcess
+from tests.support.launch import PipelineProcess
 from webgym_common.actions import reply_regex
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventConsumer, EventProducer

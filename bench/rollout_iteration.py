@@ -1,6 +1,6 @@
 """Rollout benchmark: one iteration of sandbox tasks through the pipeline vs a naive loop.
 
-  .venv/bin/python bench/rollout_iteration.py [--tasks 64] [--contexts 8]
+  .venv/bin/python -m bench.rollout_iteration [--tasks 64] [--contexts 8]
 
 The pipeline: controller, one browser worker (N contexts), the teacher-forcing policy,
 evaluator, history and metrics, all on the embedded stack. The naive loop: one
@@ -22,9 +22,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bench.direct import open_observed_page
 from infra import pipeline, stack
 from producers.browser.browser_pool import BrowserPool
-from producers.browser.direct import open_observed_page
 from producers.browser.execute import ActionFailed, execute
 from producers.browser.observe import observe
 from producers.catalog import load_tasks
@@ -45,8 +45,7 @@ async def via_pipeline(base: Settings, n: int, contexts: int,
     data = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
     settings = base.model_copy(update={
         "kafka": base.kafka.model_copy(update={"topic_prefix": prefix}),
-        "browser": base.browser.model_copy(update={"contexts": contexts,
-                                                   "group_id": f"{prefix}-browsers"}),
+        "browser": base.browser.model_copy(update={"contexts": contexts}),
         "policy": base.policy.model_copy(update={"kind": "teacher", "teacher_delay_s": delay_s,
                                                  "max_inflight": 2 * contexts}),
         "rollout": base.rollout.model_copy(update={"strategy": "uniform", "seed": 1,

@@ -1,7 +1,10 @@
 """The pipeline's worker processes in the background, like the embedded stack's servers.
 
-`webgym pipeline up` starts one of each (browser, policy, evaluator, history, metrics)
-with the current settings; `webgym pipeline down` (and `webgym infra down`) stops them.
+`webgym pipeline up` starts one of each (browser, policy, evaluator, history and metrics)
+with the current settings as `python -m webgym_cli -v worker <name>` and waits until every
+one it started is ready; `webgym pipeline down` (and `webgym infra down`) stops them.
+A process is ready once it has written its ready file (WEBGYM_READY_FILE, see
+webgym_common.lifecycle.mark_ready): reading the file, not the log, is the contract.
 """
 
 from __future__ import annotations
@@ -10,9 +13,12 @@ import asyncio
 import importlib.util
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 from infra.procs import InfraError, ManagedProcess
 from webgym_common.config import Settings, settings_env
+from webgym_common.lifecycle import READY_FILE_ENV
 
 # name -> (module that must exist, CLI arguments after `webgym`)
 PROCESSES = {
@@ -22,31 +28,52 @@ PROCESSES = {
     "history": ("processors.history", ["worker", "history"]),
     "metrics": ("processors.metrics", ["worker", "metrics"]),
 }
-READY_MARKERS = {"browser": "now owns", "policy": "Ready"}
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    name: str
+    pid: int | None  # None: not running
+    ready: bool
+    log_file: Path
 
 
 def available() -> list[str]:
     return [n for n, (module, _) in PROCESSES.items() if importlib.util.find_spec(module)]
 
 
+def command(name: str) -> list[str]:
+    return [sys.executable, "-m", "webgym_cli", "-v", *PROCESSES[name][1]]
+
+
 def _proc(settings: Settings, name: str) -> ManagedProcess:
     return ManagedProcess(f"pipeline-{name}", settings.infra.data_dir)
 
 
+def ready_file(settings: Settings, name: str) -> Path:
+    return _proc(settings, name).pid_file.with_suffix(".ready")
+
+
+def is_ready(settings: Settings, name: str) -> bool:
+    return ready_file(settings, name).exists()
+
+
 async def up(settings: Settings, timeout_s: float = 120.0) -> list[str]:
+    """Start every pipeline process not running; wait until those started are ready."""
     started = []
     env = settings_env(settings)
     for name in available():
         proc = _proc(settings, name)
         if proc.pid() is None:
             proc.log_file.unlink(missing_ok=True)
-            proc.start([sys.executable, "-m", "webgym_common", "-v", *PROCESSES[name][1]],
-                       env=env)
+            ready = ready_file(settings, name)
+            ready.unlink(missing_ok=True)
+            proc.start(command(name), env={**env, READY_FILE_ENV: str(ready)})
             started.append(name)
     deadline = time.monotonic() + timeout_s
-    for name, marker in READY_MARKERS.items():
+    for name in started:
         proc = _proc(settings, name)
-        while marker not in proc.log_tail(10_000):
+        while not is_ready(settings, name):
             if proc.pid() is None:
                 raise InfraError(f"pipeline {name} exited: see {proc.log_file}\n"
                                  + proc.log_tail())
@@ -57,8 +84,17 @@ async def up(settings: Settings, timeout_s: float = 120.0) -> list[str]:
 
 
 def down(settings: Settings) -> list[str]:
-    return [n for n in PROCESSES if _proc(settings, n).stop(settings.infra.stop_timeout_s)]
+    stopped = [n for n in PROCESSES if _proc(settings, n).stop(settings.infra.stop_timeout_s)]
+    for name in PROCESSES:
+        ready_file(settings, name).unlink(missing_ok=True)
+    return stopped
 
 
-def status(settings: Settings) -> dict[str, int | None]:
-    return {n: _proc(settings, n).pid() for n in available()}
+def status(settings: Settings) -> list[ProcessStatus]:
+    rows = []
+    for name in available():
+        proc = _proc(settings, name)
+        pid = proc.pid()
+        rows.append(ProcessStatus(name, pid, pid is not None and is_ready(settings, name),
+                                  proc.log_file))
+    return rows

@@ -1,22 +1,21 @@
 """The task-history fold: scored episodes in, one TaskHistory per task out.
 
-Consume EpisodeScored (webgym.episodes.scored) in a consumer group, fold each into
-its task's TaskHistory and publish that to the compacted webgym.task-history
-(key task_id); the scored offset is committed only after the history is published.
+Delivery: at-least-once in, effectively once out. Consume EpisodeScored
+(webgym.episodes.scored) in the history consumer group, fold each into its task's
+TaskHistory and publish that to the compacted webgym.task-history (key task_id);
+the scored offset is committed only after the history is published. An episode id
+already in a task's `recent_episode_ids` is not counted again, so redelivery after
+a crash (published, not yet committed) and replays are no-ops.
 
-State survives restarts without a store of its own: on start the fold reads
-webgym.task-history to its end, which is exactly the state it last published.
-An episode id already in a task's `recent_episode_ids` is not counted again, so
-redelivery after a crash (published, not yet committed) and replays are no-ops.
+State survives restarts without a store of its own: before folding anything on
+partitions it has just been given, a worker reads webgym.task-history to its end,
+which is exactly the state last published for those tasks (by itself or by the
+worker that owned them before).
 
-attempt_level = min(successes, 5). WebGym samples a task with weight
-100 / 10 / 1 / 0.1 / 0.01 / 0.001 for levels 0..5, so a task that has never been
-solved stays at level 0 and is drawn most, and each success makes it ten times
-rarer until level 5. Failures do not lower the level: a once-mastered task that
-fails again is still rare, which keeps the budget on tasks not yet learned.
-
-Run one history worker: scored events are keyed by episode_id, so two workers
-would see episodes of one task on different partitions and overwrite each other.
+Several history workers may run: the evaluator keys EpisodeScored by task_id, so
+all episodes of a task land on one partition and are folded by one worker at a
+time, and a partition that changes hands is folded on top of the rebuilt state.
+What a history means (attempt levels, success) is in webgym_common.history.
 """
 
 from __future__ import annotations
@@ -24,28 +23,22 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from webgym_common.bus import EventConsumer, EventProducer, read_compacted
+from aiokafka import TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+
+from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, TaskHistory, utc_now
-from webgym_common.lifecycle import run_until_signalled
-from webgym_common.topics import Topic
+from webgym_common.history import attempt_level, is_success, load_task_history
+from webgym_common.lifecycle import mark_ready, run_until_signalled
+from webgym_common.topics import Group, Topic, group_id
 
 log = logging.getLogger(__name__)
 
-MAX_LEVEL = 5
-SUCCESS_REWARD = 1.0  # WebGym's verifiable reward is 0 or 1
 LAST_REWARDS = 10
 # Larger than any plausible redelivery window of one task's episodes; an episode
 # replayed after this many newer episodes of the same task would count again.
 RECENT_EPISODES = 200
-
-
-def is_success(reward: float) -> bool:
-    return reward >= SUCCESS_REWARD
-
-
-def attempt_level(successes: int) -> int:
-    return min(successes, MAX_LEVEL)
 
 
 def fold(history: TaskHistory | None, scored: EpisodeScored) -> TaskHistory | None:
@@ -66,30 +59,43 @@ def fold(history: TaskHistory | None, scored: EpisodeScored) -> TaskHistory | No
     )
 
 
-async def load_task_history(
-    settings: Settings, producer: EventProducer
-) -> dict[str, TaskHistory]:
-    """task_id -> latest TaskHistory on webgym.task-history (for the sampler and on start)."""
-    table = await read_compacted(settings, Topic.TASK_HISTORY, producer)
-    return {k: v for k, v in table.items() if isinstance(v, TaskHistory)}
+class Ownership(ConsumerRebalanceListener):
+    """Notes that partitions came in, so the fold rebuilds its state before the next event."""
 
+    def __init__(self) -> None:
+        self.stale = True
+        self.joined = False
 
-def group_id(settings: Settings) -> str:
-    return f"{settings.kafka.topic_prefix}-history"
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass  # each publish is awaited before its commit: nothing is in flight to hand over
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.stale = True
+        log.info("history worker owns %s", sorted(f"{tp.topic}[{tp.partition}]"
+                                                  for tp in assigned))
+        if not self.joined:
+            self.joined = True
+            mark_ready(f"history owns {len(assigned)} partitions")
 
 
 async def fold_scored_episodes(settings: Settings) -> None:
     async with EventProducer(settings, client_id="history") as producer:
-        # Rebuild before joining the group, so no scored event is folded into a blank state.
-        state = await load_task_history(settings, producer)
-        log.info("task history: %d tasks rebuilt from %s", len(state),
-                 producer.topic(Topic.TASK_HISTORY))
-        consumer = EventConsumer(settings, [Topic.EPISODES_SCORED], group_id(settings),
-                                 producer, client_id="history")
+        ownership = Ownership()
+        consumer = EventConsumer(settings, [Topic.EPISODES_SCORED],
+                                 group_id(settings.kafka, Group.HISTORY), producer,
+                                 client_id="history", listener=ownership)
+        state: dict[str, TaskHistory] = {}
         commit_timeout_s = settings.kafka.request_timeout_ms / 1000
         async with consumer:
             async for received in consumer.events():
-                # consume
+                # consume: a record of a partition that moved away mid-batch is its new owner's
+                if received.tp not in consumer.consumer.assignment():
+                    continue
+                if ownership.stale:  # rebuild before folding anything into a stale state
+                    ownership.stale = False
+                    state = await load_task_history(settings, producer)
+                    log.info("task history: %d tasks rebuilt from %s", len(state),
+                             producer.topic(Topic.TASK_HISTORY))
                 scored = received.event
                 if isinstance(scored, EpisodeScored):
                     # decide

@@ -59,17 +59,19 @@ async def load_tasks(path: Path, producer: Publisher) -> LoadReport:
 
 
 def print_load_report(report: LoadReport, topic: str, console: Console) -> None:
-    # Paths, reasons and ids are data: no rich markup, and no emoji (":100:" is one).
-    plain = {"highlight": False, "emoji": False}
+    def say(text: str) -> None:
+        # Paths, reasons and ids are data: escaped, not highlighted, and no emoji (":100:" is one).
+        console.print(text, highlight=False, emoji=False)
+
     for b in report.bad:
-        console.print(f"[yellow]{escape(f'{report.path}:{b.line_number}')}: skipped:[/yellow] "
-                      f"{escape(b.reason)}", **plain)
+        say(f"[yellow]{escape(f'{report.path}:{b.line_number}')}: skipped:[/yellow] "
+            f"{escape(b.reason)}")
     if report.duplicates:
         shown = ", ".join(sorted(set(report.duplicates))[:10])
-        console.print(f"[yellow]{len(report.duplicates)} repeated task ids "
-                      f"(the last line wins):[/yellow] {escape(shown)}", **plain)
-    console.print(f"loaded {len(report.loaded)} tasks into {escape(topic)}; "
-                  f"skipped {len(report.bad)} bad lines", **plain)
+        say(f"[yellow]{len(report.duplicates)} repeated task ids "
+            f"(the last line wins):[/yellow] {escape(shown)}")
+    say(f"loaded {len(report.loaded)} tasks into {escape(topic)}; "
+        f"skipped {len(report.bad)} bad lines")
 
 
 async def run_tasks_load(settings: Settings, path: Path, console: Console) -> LoadReport:

@@ -17,8 +17,8 @@ import pytest
 import pytest_asyncio
 
 from infra import stack
-from infra.launch import BrowserWorkerProcess, PipelineProcess
 from infra.procs import free_port
+from tests.support.launch import BrowserWorkerProcess, PipelineProcess
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventProducer
 from webgym_common.config import InfraSettings, Settings, load_settings
@@ -52,12 +52,12 @@ def stack_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def settings(stack_base: Settings) -> Settings:
-    """Stack settings with a fresh topic prefix (and browser group) whose topics exist."""
+    """Stack settings with a fresh topic prefix (so fresh consumer groups) whose topics exist."""
     prefix = f"t{uuid.uuid4().hex[:10]}"
     kafka = stack_base.kafka.model_copy(update={"topic_prefix": prefix})
     browser = stack_base.browser.model_copy(
-        update={"group_id": f"{prefix}-browsers", "settle_s": 0.2, "wait_action_s": 1.0,
-                "observe_timeout_s": 8.0, "action_timeout_s": 5.0, "navigation_timeout_s": 8.0}
+        update={"settle_s": 0.2, "wait_action_s": 1.0, "observe_timeout_s": 8.0,
+                "action_timeout_s": 5.0, "navigation_timeout_s": 8.0}
     )
     s = stack_base.model_copy(update={"kafka": kafka, "browser": browser})
     await create_topics(s)
@@ -67,11 +67,12 @@ async def settings(stack_base: Settings) -> Settings:
 @pytest.fixture(scope="session")
 def vllm_base(stack_base: Settings) -> Iterator[Settings]:
     """A real vLLM OpenAI server on the CPU with SmolLM2-135M, for the whole session."""
+    port = free_port()
     settings = stack_base.model_copy(update={
-        "vllm": stack_base.vllm.model_copy(update={"port": free_port()}),
+        "vllm": stack_base.vllm.model_copy(update={"port": port}),
+        "policy": stack_base.policy.model_copy(
+            update={"base_url": f"http://{stack_base.infra.host}:{port}/v1"}),
     })
-    settings.policy = settings.policy.model_copy(
-        update={"base_url": f"http://{settings.infra.host}:{settings.vllm.port}/v1"})
     asyncio.run(stack.up(settings, only=["vllm"], with_vllm=True))
     yield settings
     # stack_base's teardown stops it with the rest (down() always includes vLLM).

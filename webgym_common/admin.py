@@ -1,4 +1,8 @@
-"""Topic administration: idempotent creation from the registry, config inspection."""
+"""Topic administration: idempotent creation from the registry, config inspection.
+
+`create_topics` makes every topic a process uses, faust's internal ones included
+(topics.all_topic_specs): processes never create topics themselves.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from webgym_common.config import Settings
-from webgym_common.topics import TopicSpec, topic_specs
+from webgym_common.topics import TopicSpec, all_topic_specs
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka protocol error code
 
@@ -30,7 +34,7 @@ def admin_client(settings: Settings) -> AIOKafkaAdminClient:
 
 async def create_topics(settings: Settings) -> list[TopicResult]:
     """Create every registry topic that is missing; report existing ones that differ."""
-    specs = list(topic_specs(settings.kafka).values())
+    specs = all_topic_specs(settings.kafka)
     admin = admin_client(settings)
     # The broker may still be electing its controller right after start.
     async for attempt in AsyncRetrying(

@@ -1,8 +1,13 @@
-"""The Kafka side: producer/consumer factories, typed publish/consume, the dead-letter helper.
+"""The Kafka side: producer/consumer factories, typed publish/consume, dead letters.
 
 Delivery is at-least-once: a consumer commits a message's offset only after the
 caller says its effects are published (`commit`). Bytes that do not decode go to
 the dead-letter topic with the reason and the consumer moves on.
+
+This is how a process that folds one input into its compacted output topic (history,
+metrics), and every producer and reader, talks to Kafka; processors that join several
+co-partitioned inputs into table state are faust apps (webgym_common.faust_app).
+`dead_letter()` builds the dead letter for both.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
@@ -58,6 +64,40 @@ def make_consumer(
     )
 
 
+class SourceRecord(Protocol):
+    """Where a message came from: an aiokafka ConsumerRecord or a faust Message."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+
+
+def dead_letter(record: SourceRecord, error: str, group_id: str | None) -> DeadLetter:
+    """The DLQ's record of a message nobody could handle; publish it keyed by its source topic.
+
+    The one place a dead letter is made (and logged), for the bus and the faust apps.
+    """
+    log.warning(
+        "dead-lettered %s[%d]@%d: %s", record.topic, record.partition, record.offset, error
+    )
+    return DeadLetter(
+        source_topic=record.topic,
+        source_partition=record.partition,
+        source_offset=record.offset,
+        source_key=record.key,
+        raw_value=record.value or b"",
+        error=error,
+        consumer_group=group_id,
+    )
+
+
 class EventProducer:
     """Publishes typed events; `publish` returns once the broker has the event (acks=all)."""
 
@@ -68,7 +108,6 @@ class EventProducer:
 
     async def start(self) -> None:
         await self.producer.start()
-        await self.codec.prepare(self.settings.kafka.topic_prefix)
 
     async def stop(self) -> None:
         await self.producer.stop()
@@ -92,19 +131,8 @@ class EventProducer:
 
     async def dead_letter(self, record: ConsumerRecord, error: str, group_id: str | None) -> None:
         """Send bytes nobody could handle to the DLQ, keyed by their source topic."""
-        letter = DeadLetter(
-            source_topic=record.topic,
-            source_partition=record.partition,
-            source_offset=record.offset,
-            source_key=record.key,
-            raw_value=record.value or b"",
-            error=error,
-            consumer_group=group_id,
-        )
-        await self.publish(Topic.DLQ, record.topic, letter)
-        log.warning(
-            "dead-lettered %s[%d]@%d: %s", record.topic, record.partition, record.offset, error
-        )
+        letter = dead_letter(record, error, group_id)
+        await self.publish(Topic.DLQ, letter.source_topic, letter)
 
 
 @dataclass(frozen=True)
@@ -203,7 +231,6 @@ class EventConsumer:
 
     async def _decode(self, record: ConsumerRecord) -> Received | None:
         try:
-            await self.codec.resolve(record.value)
             event = self.codec.decode(record.value)
         except DecodeError as err:
             await self.producer.dead_letter(record, str(err), self.group_id)

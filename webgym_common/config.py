@@ -3,6 +3,11 @@
 Values come from (highest first): constructor arguments, environment variables
 (`WEBGYM_<SECTION>__<FIELD>`, e.g. `WEBGYM_KAFKA__BOOTSTRAP_SERVERS`), the YAML
 file named by `WEBGYM_CONFIG` (sections as top-level keys), then the defaults here.
+Sections merge field by field: `load_settings(policy={"kind": "teacher"})` keeps
+every other WEBGYM_POLICY__* variable.
+
+Settings are frozen: a change is a new object (`load_settings(**overrides)` or
+`model_copy(update=...)`), never an assignment into the cached one.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ import os
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -62,7 +68,8 @@ class ScreenshotFormat(StrEnum):
     @classmethod
     def mime_of(cls, fmt: str | None) -> str:
         """The MIME type of a stored screenshot's format (JPEG when unknown)."""
-        return cls(fmt).mime if fmt in cls._value2member_map_ else cls.JPEG.mime
+        return cls(fmt).mime if fmt is not None and fmt in cls._value2member_map_ \
+            else cls.JPEG.mime
 
 
 class ImageTransport(StrEnum):
@@ -88,6 +95,8 @@ DEFAULT_HOME = Path(os.environ.get("WEBGYM_HOME", Path.home() / ".cache" / "webg
 
 
 class KafkaSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     # Unset: the embedded broker's address (infra.host:infra.kafka_port).
     bootstrap_servers: str = ""
     # Every topic name is "<topic_prefix>.<suffix>"; tests use a unique prefix each.
@@ -96,7 +105,6 @@ class KafkaSettings(BaseModel):
     # partition in webgym.episodes also owns it in webgym.actions.
     partitions: int = Field(8, ge=1, le=1024)
     replication_factor: int = Field(1, ge=1)
-    schema_registry_url: str | None = None
     request_timeout_ms: int = Field(30_000, ge=1000)
     session_timeout_ms: int = Field(10_000, ge=1000)
     heartbeat_interval_ms: int = Field(1_000, ge=100)
@@ -110,6 +118,8 @@ class KafkaSettings(BaseModel):
 
 
 class S3Settings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     # Unset: the embedded MinIO's address (infra.host:infra.minio_port).
     endpoint: str = ""
     access_key: str = "webgym"
@@ -124,8 +134,11 @@ class S3Settings(BaseModel):
 class InfraSettings(BaseModel):
     """Where the embedded stack keeps its caches, data and logs, and which ports it binds."""
 
+    model_config = ConfigDict(frozen=True)
+
     home: Path = DEFAULT_HOME  # caches: jars, binaries, venvs
-    data_dir: Path | None = None  # unset: <home>/data
+    # Unset (or null): <home>/data, filled in before validation.
+    data_dir: Path = Field(default_factory=lambda: DEFAULT_HOME / "data")
     host: str = "127.0.0.1"
     kafka_version: str = "3.9.2"
     kafka_port: int = Field(19092, ge=1, le=65535)
@@ -142,15 +155,18 @@ class InfraSettings(BaseModel):
     def cache_dir(self) -> Path:
         return self.home
 
-    @model_validator(mode="after")
-    def _data_under_home(self) -> InfraSettings:
-        if self.data_dir is None:
-            self.data_dir = self.home / "data"
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _data_under_home(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("data_dir") is None:
+            data = {**data, "data_dir": Path(data.get("home") or DEFAULT_HOME) / "data"}
+        return data
 
 
 class BrowserSettings(BaseModel):
     """Browser workers: one Chromium per process, `contexts` episodes at a time."""
+
+    model_config = ConfigDict(frozen=True)
 
     executable_path: Path = Path("/usr/lib/chromium/chromium-headless-shell")
     contexts: int = Field(4, ge=1, le=64)
@@ -169,11 +185,12 @@ class BrowserSettings(BaseModel):
     url_allowlist: list[str] = Field(default_factory=lambda: ["*"])
     # Actions that arrive before their episode's request wait this long, then are dropped.
     pending_action_ttl_s: float = Field(60.0, gt=0)
-    group_id: str = "webgym-browsers"
 
 
 class PolicySettings(BaseModel):
     """The policy processor and the model server it calls."""
+
+    model_config = ConfigDict(frozen=True)
 
     kind: PolicyKind = PolicyKind.VLLM
     # Any OpenAI-compatible endpoint: the local vLLM, compose's vLLM service, a GPU box.
@@ -200,6 +217,8 @@ class PolicySettings(BaseModel):
 
 class EvaluatorSettings(BaseModel):
     """The evaluator processor: the verifiable reward of every completed episode."""
+
+    model_config = ConfigDict(frozen=True)
 
     # "rules": normalized match of the ANSWER against the task's definite answer.
     # "llm": WebGym's judge (blocking check, criterion B, criterion A per fact group).
@@ -229,16 +248,24 @@ class EvaluatorSettings(BaseModel):
 class VllmSettings(BaseModel):
     """The local vLLM (CPU) server `webgym infra up --with-vllm` starts."""
 
+    model_config = ConfigDict(frozen=True)
+
     port: int = Field(18000, ge=1, le=65535)
     vllm_version: str = "0.32.0"
     torch_version: str = "2.13.0"
     max_model_len: int = Field(4096, ge=256)
     kv_cache_gib: int = Field(1, ge=1)
     start_timeout_s: float = Field(600.0, gt=0)
+    # Which cores vLLM's CPU worker binds its OpenMP threads to: "all" = every core this
+    # process may use; "auto" = vLLM's own choice, which on a 2-core machine binds one core
+    # and reserves the other (half the speed, bench/vllm_cpu_fit.py); "nobind"; or "0-3".
+    cpu_threads_bind: str = Field("all", pattern=r"^(all|auto|nobind|[0-9,\-|]+)$")
 
 
 class RolloutSettings(BaseModel):
     """The controller: sampling, timeouts, completion threshold and grace period."""
+
+    model_config = ConfigDict(frozen=True)
 
     strategy: SamplingStrategy = SamplingStrategy.ATTEMPT
     # Shares per difficulty band for the ratio strategy.
@@ -262,6 +289,7 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         validate_default=True,
+        frozen=True,
     )
 
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
@@ -273,16 +301,26 @@ class Settings(BaseSettings):
     vllm: VllmSettings = Field(default_factory=VllmSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
 
-    @model_validator(mode="after")
-    def _default_to_embedded_stack(self) -> Settings:
-        # The embedded stack's ports are the one place these addresses are written.
-        if not self.kafka.bootstrap_servers:
-            self.kafka.bootstrap_servers = f"{self.infra.host}:{self.infra.kafka_port}"
-        if not self.s3.endpoint:
-            self.s3.endpoint = f"{self.infra.host}:{self.infra.minio_port}"
-        if not self.policy.base_url:
-            self.policy.base_url = f"http://{self.infra.host}:{self.vllm.port}/v1"
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _default_to_embedded_stack(cls, data: Any) -> Any:
+        # The embedded stack's ports are the one place these addresses are written. Filled
+        # into the input, before validation, because the validated model is frozen.
+        if not isinstance(data, dict):
+            return data
+        try:
+            infra = InfraSettings.model_validate(data.get("infra") or {})
+            vllm = VllmSettings.model_validate(data.get("vllm") or {})
+        except ValidationError:
+            return data  # validation proper reports it, with the setting's full name
+        data = dict(data)
+        for section, name, value in (
+            ("kafka", "bootstrap_servers", f"{infra.host}:{infra.kafka_port}"),
+            ("s3", "endpoint", f"{infra.host}:{infra.minio_port}"),
+            ("policy", "base_url", f"http://{infra.host}:{vllm.port}/v1"),
+        ):
+            data[section] = _with_default(data.get(section), name, value)
+        return data
 
     @property
     def sandbox_url(self) -> str:
@@ -306,6 +344,17 @@ class Settings(BaseSettings):
         if yaml_path:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_path))
         return tuple(sources)
+
+
+def _with_default(section: Any, name: str, value: str) -> Any:
+    """`section` (a dict, a model or None) with `name` set to `value` where it is empty."""
+    if isinstance(section, BaseModel):
+        return section if getattr(section, name) else section.model_copy(update={name: value})
+    if section is None:
+        return {name: value}
+    if isinstance(section, dict) and not section.get(name):
+        return {**section, name: value}
+    return section
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
@@ -332,7 +381,7 @@ def describe_validation_error(err: ValidationError) -> str:
     return "; ".join(lines)
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Build settings, turning pydantic's error into one line per bad setting."""
     yaml_path = os.environ.get("WEBGYM_CONFIG")
     if yaml_path and not Path(yaml_path).is_file():
@@ -345,4 +394,5 @@ def load_settings(**overrides: object) -> Settings:
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
+    """The settings from the environment, loaded once (frozen: share it freely)."""
     return load_settings()

@@ -15,6 +15,8 @@ READY_FILE_ENV = "WEBGYM_READY_FILE"
 async def run_until_signalled(work: Awaitable[None]) -> None:
     """Await `work`; on SIGTERM/SIGINT cancel it (its `finally` blocks hand over and leave)."""
     main = asyncio.current_task()
+    if main is None:
+        raise RuntimeError("run_until_signalled must be awaited inside a task")
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main.cancel)

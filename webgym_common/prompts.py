@@ -11,30 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from webgym_common.actions import Mode, offered
+from webgym_common.config import InteractionMode
 from webgym_common.events import Mark
 
 HISTORY_STEPS = 15
-
-SET_OF_MARKS_ACTIONS = """\
-Click [N]                  click element N
-Hover [N]                  hover over element N
-Type [N] [text]            clear element N, type text, press Enter
-Scroll [N|WINDOW] [up|down]
-Wait                       wait 5 seconds
-GoBack                     go back one page
-TabAndEnter                press Tab, then Enter
-ANSWER [text]              finish with this answer"""
-
-COORDINATE_ACTIONS = """\
-Click [x, y]               click the pixel (x, y) of the screenshot
-Hover [x, y]
-Type [x, y] [text]         click (x, y), clear, type text, press Enter
-Scroll [x, y|WINDOW] [up|down]
-HoverAndScroll [x, y] [up|down]
-Wait                       wait 5 seconds
-GoBack                     go back one page
-TabAndEnter                press Tab, then Enter
-ANSWER [text]              finish with this answer"""
 
 SYSTEM = """You are a web agent. You complete the user's task in a web browser, one action \
 per turn. Actions:
@@ -44,6 +25,13 @@ Reply in exactly three labelled parts:
 Thought: <what you see and what to do next>
 Action: <one action from the list>
 Memory_Updated: <a JSON object of facts worth remembering, e.g. {{"price": "$5"}}>"""
+
+
+def action_list(mode: Mode) -> str:
+    """The actions offered in a mode, one per line: syntax, then what it does."""
+    rows = [(spec.syntax(mode), form.description) for spec, form in offered(mode)]
+    width = max(len(syntax) for syntax, _ in rows) + 2
+    return "\n".join(f"{syntax:<{width}}{description}" for syntax, description in rows)
 
 
 @dataclass
@@ -81,7 +69,8 @@ class EpisodeContext:
 
 
 def element_list(marks: list[Mark], max_chars: int) -> str:
-    lines, used = [], 0
+    lines: list[str] = []
+    used = 0
     for m in marks:
         line = f'[{m.index}] {m.role} "{m.name}"' if m.name else f"[{m.index}] {m.role}"
         if used + len(line) > max_chars:
@@ -110,14 +99,14 @@ def build_messages(
     max_element_chars: int = 4000,
 ) -> list[dict[str, Any]]:
     """OpenAI chat messages; `image_url` (data: or presigned http URL) adds a vision part."""
-    actions = SET_OF_MARKS_ACTIONS if ctx.mode == "set_of_marks" else COORDINATE_ACTIONS
+    mode = InteractionMode(ctx.mode)
     text = (
         f"Task: {ctx.task_name}\n"
         f"Current URL: {url}\n\n"
         f"Previous steps:\n{history_text(ctx.history)}\n\n"
         f"Memory: {ctx.memory_json}\n"
     )
-    if ctx.mode == "set_of_marks":
+    if mode == InteractionMode.SET_OF_MARKS:
         text += f"\nInteractive elements:\n{element_list(marks, max_element_chars)}\n"
     else:
         text += "\nThe screenshot of the current page is attached.\n"
@@ -129,6 +118,6 @@ def build_messages(
             {"type": "image_url", "image_url": {"url": image_url}},
         ]
     return [
-        {"role": "system", "content": SYSTEM.format(actions=actions)},
+        {"role": "system", "content": SYSTEM.format(actions=action_list(mode))},
         {"role": "user", "content": user},
     ]

@@ -70,8 +70,8 @@ def _load_dir(directory: Path, named: dict[str, Any]) -> list[dict[str, Any]]:
             except Exception as err:  # fastavro raises UnknownType and friends
                 still.append((path, raw, err))
         if len(still) == len(pending):
-            path, _, err = still[0]
-            raise SchemaError(f"{path}: {err}")
+            path, _, first_error = still[0]
+            raise SchemaError(f"{path}: {first_error}")
         pending = [(p, r) for p, r, _ in still]
     return loaded
 
@@ -81,6 +81,8 @@ def build_schema(raw: dict[str, Any], named: dict[str, Any] | None = None) -> Ev
     parsed = parse_schema(raw, named_schemas={} if named is None else named)
     expanded = expand_schema(parsed)
     standalone = parse_schema(expanded, named_schemas={})
+    if not isinstance(expanded, dict) or not isinstance(standalone, dict):
+        raise SchemaError(f"not a record schema: {raw!r:.80}")
     canonical = to_parsing_canonical_form(standalone)
     full_name = standalone["name"]
     return EventSchema(

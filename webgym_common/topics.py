@@ -3,6 +3,9 @@
 Names are "<prefix>.<suffix>" (prefix `webgym` by default; tests use their own).
 Episode-keyed topics share one partition count so that a consumer group over
 episodes and actions assigns an episode's partitions in both to the same worker.
+webgym.episodes.scored has that count too but is keyed by task_id (see the evaluator).
+Faust's internal topics (table changelogs, leader election) are derived here as well,
+so the registry creates every topic before any process starts.
 """
 
 from __future__ import annotations
@@ -80,6 +83,76 @@ def topic_specs(kafka: KafkaSettings) -> dict[Topic, TopicSpec]:
 
 def topic_name(kafka: KafkaSettings, topic: Topic) -> str:
     return f"{kafka.topic_prefix}.{topic.value}"
+
+
+# -- faust's internal topics ----------------------------------------------------------
+# A faust app (its id is its consumer group: `group_id(kafka, Group.X)`) keeps each table
+# in a compacted changelog "<app id>-<table>-changelog" and elects a leader on
+# "<app id>-__assignor-__leader". The registry creates these with every other topic, and
+# the apps create none: a faust app that creates its changelog as it starts can read it
+# back as having 0 partitions and crash-loop on PartitionsMismatch.
+
+
+class StateTable(StrEnum):
+    """Faust tables (keyed state, restored from a changelog); `.value` is the table's name."""
+
+    POLICY_CONTEXTS = "policy-contexts"  # episode_id -> the policy's EpisodeContext
+    REQUESTS = "requests"  # evaluator: episode_id -> the task and request facts
+    OBSERVATIONS = "observations"  # evaluator: "episode_id/step" -> the first observation
+    ACTIONS = "actions"  # evaluator: "episode_id/step" -> the first action
+    SCORED = "scored"  # evaluator: episode_id -> when it was scored (ms)
+
+
+def table_owners() -> dict[StateTable, tuple[Group, Topic]]:
+    """Each table's faust app, and the input topic whose partitions its changelog mirrors.
+
+    A table is written while handling an event of that topic, on the event's partition,
+    so the changelog has exactly that topic's partition count.
+    """
+    return {
+        StateTable.POLICY_CONTEXTS: (Group.POLICY, Topic.EPISODES),
+        StateTable.REQUESTS: (Group.EVALUATOR, Topic.EPISODES),
+        StateTable.OBSERVATIONS: (Group.EVALUATOR, Topic.OBSERVATIONS),
+        StateTable.ACTIONS: (Group.EVALUATOR, Topic.ACTIONS),
+        StateTable.SCORED: (Group.EVALUATOR, Topic.EPISODES_COMPLETED),
+    }
+
+
+def faust_apps() -> tuple[Group, ...]:
+    """The groups that are faust apps (the others use webgym_common.bus)."""
+    return Group.POLICY, Group.EVALUATOR
+
+
+def changelog_topic_name(kafka: KafkaSettings, table: StateTable) -> str:
+    app, _ = table_owners()[table]
+    return f"{group_id(kafka, app)}-{table.value}-changelog"
+
+
+def leader_topic_name(kafka: KafkaSettings, app: Group) -> str:
+    return f"{group_id(kafka, app)}-__assignor-__leader"
+
+
+def table_partitions(kafka: KafkaSettings, table: StateTable) -> int:
+    _, source = table_owners()[table]
+    return topic_specs(kafka)[source].partitions
+
+
+def internal_topic_specs(kafka: KafkaSettings) -> list[TopicSpec]:
+    """The faust apps' changelogs (compacted, kept forever) and leader topics (1 partition)."""
+    changelogs = [
+        TopicSpec(changelog_topic_name(kafka, t), table_partitions(kafka, t), "compact", -1, ())
+        for t in StateTable
+    ]
+    leaders = [
+        TopicSpec(leader_topic_name(kafka, app), 1, "delete", kafka.default_retention_ms, ())
+        for app in faust_apps()
+    ]
+    return [*changelogs, *leaders]
+
+
+def all_topic_specs(kafka: KafkaSettings) -> list[TopicSpec]:
+    """Every topic `webgym topics create` makes: the registry's and faust's internal ones."""
+    return [*topic_specs(kafka).values(), *internal_topic_specs(kafka)]
 
 
 class Group(StrEnum):

@@ -15,7 +15,7 @@ import asyncio
 import base64
 import logging
 import re
-from typing import Any
+from typing import Any, cast
 
 from openai import (
     APIConnectionError,
@@ -25,16 +25,16 @@ from openai import (
     OpenAIError,
     RateLimitError,
 )
+from openai.types.chat import ChatCompletionMessageParam
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from processors.evaluator.reward import Question, Verdict
 from processors.evaluator.trajectory import StepEvidence
-from webgym_common.config import Settings
+from webgym_common.config import ScreenshotFormat, Settings
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
 
 log = logging.getLogger(__name__)
 JUDGE_VERSION = "llm-judge-v1"
-_MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 _RETRIED = (APIConnectionError, APITimeoutError, InternalServerError, RateLimitError)
 
 SYSTEM = """You evaluate a web agent. You get its task, its final answer and evidence \
@@ -174,7 +174,8 @@ class LlmJudge:
             ):
                 with attempt:
                     resp = await self.client.chat.completions.create(
-                        model=self.model, messages=messages, max_tokens=self.cfg.max_tokens,
+                        model=self.model, messages=cast(list[ChatCompletionMessageParam], messages),
+                        max_tokens=self.cfg.max_tokens,
                         temperature=self.cfg.temperature, extra_body=extra,
                     )
         return resp.choices[0].message.content or ""
@@ -182,7 +183,7 @@ class LlmJudge:
     async def _data_url(self, step: StepEvidence) -> str:
         assert self.store is not None and step.screenshot_uri
         data = await self.store.get_blob(step.screenshot_uri)
-        mime = _MIME.get(step.screenshot_format or "", "image/jpeg")
+        mime = ScreenshotFormat.mime_of(step.screenshot_format)
         return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -96,8 +96,9 @@ class Outbox:
             records = [*self._changelog(event, effects.writes), *effects.records]
             tid = self._transactional_id(event)
             if tid is None:
-                sent = [await self.app.producer.send(r.topic, r.key, r.value, r.partition,
-                                                     None, None) for r in records]
+                sent: list[Awaitable[Any]] = [
+                    await self.app.producer.send(r.topic, r.key, r.value, r.partition, None, None)
+                    for r in records]
                 await asyncio.wait_for(asyncio.gather(*sent), self.timeout_s)
                 self._apply(effects.writes)
                 event.ack()
@@ -118,7 +119,7 @@ class Outbox:
 
     async def _in_transaction(self, tid: str, event: faust.EventT,
                               writes: list[tuple[faust.Table, str, Any]],
-                              records: list[Record]) -> list[asyncio.Future]:
+                              records: list[Record]) -> list[Awaitable[Any]]:
         producer: Any = self.app.producer  # faust's aiokafka driver: per-tid producers + locks
         consumer: Any = self.app.consumer
         while True:

@@ -17,14 +17,12 @@ from openai import APIConnectionError, APITimeoutError, AsyncOpenAI, InternalSer
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from webgym_common.actions import format_action, reply_regex
-from webgym_common.config import PolicySettings
+from webgym_common.config import PolicySettings, ScreenshotFormat
 from webgym_common.events import ReferenceAction, StepObserved
 from webgym_common.objectstore import ObjectStore
 from webgym_common.prompts import EpisodeContext, build_messages
 from webgym_common.replies import ParsedReply, parse_reply
 from webgym_common.teacher import resolve_reference_action
-
-_MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 
 
 @dataclass
@@ -115,7 +113,7 @@ class VllmPolicy:
         if self.cfg.image_transport == "presigned":
             return await self.store.presign(obs.screenshot_uri)
         data = await self.store.get_blob(obs.screenshot_uri)
-        mime = _MIME.get(obs.screenshot_format or "", "image/jpeg")
+        mime = ScreenshotFormat.mime_of(obs.screenshot_format)
         return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 

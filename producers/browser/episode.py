@@ -13,6 +13,7 @@ import logging
 import time
 from datetime import UTC, datetime
 
+from playwright.async_api import BrowserContext, Page
 from playwright.async_api import Error as PlaywrightError
 
 from producers.browser.browser_pool import BrowserPool, close_quietly
@@ -20,7 +21,7 @@ from producers.browser.execute import ActionFailed, execute, settle
 from producers.browser.observe import Observation, looks_blocked, observe
 from producers.browser.session import EpisodeAborted, EpisodeSession
 from webgym_common.bus import EventProducer
-from webgym_common.config import Settings
+from webgym_common.config import ScreenshotFormat, Settings
 from webgym_common.events import ActionChosen, EpisodeCompleted, StepObserved, Viewport
 from webgym_common.objectstore import ObjectStore
 from webgym_common.topics import Topic
@@ -29,7 +30,6 @@ from webgym_common.urlpolicy import UrlRefused, check_url
 log = logging.getLogger(__name__)
 
 HANDOVER = "handover"  # not a termination: the partition moved and its next owner resumes
-_CONTENT_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 
 
 class EpisodeRunner:
@@ -74,18 +74,21 @@ class EpisodeRunner:
         check_url(url, self.cfg.url_allowlist)
         context = await self.pool.new_context()
         session.context = context
-        await session.attach(context, await asyncio.wait_for(context.new_page(), 10))
-        context.on("page", lambda page: asyncio.ensure_future(self._follow_popup(session, page)))
+        page = await asyncio.wait_for(context.new_page(), 10)
+        await session.attach(context, page)
+        context.on("page", lambda popup: asyncio.ensure_future(
+            self._follow_popup(session, context, popup)))
         navs = session.nav_requests
-        await session.page.goto(url, wait_until="commit",
-                                timeout=self.cfg.navigation_timeout_s * 1000)
-        loading = await settle(session, session.page, self.cfg, navs)
+        await page.goto(url, wait_until="commit", timeout=self.cfg.navigation_timeout_s * 1000)
+        loading = await settle(session, page, self.cfg, navs)
         return await self._observe_and_publish(
             session, effect=loading or f"opened {url}", error=None
         )
 
-    async def _follow_popup(self, session: EpisodeSession, page) -> None:  # noqa: ANN001
-        await session.attach(session.context, page)
+    async def _follow_popup(
+        self, session: EpisodeSession, context: BrowserContext, page: Page
+    ) -> None:
+        await session.attach(context, page)
         session.notes.append("the page opened a new tab; the episode continues there")
 
     async def _play(self, session: EpisodeSession) -> tuple[str, str | None, str | None]:
@@ -135,7 +138,7 @@ class EpisodeRunner:
     ) -> str | None:
         """Publish the current step's observation; returns why the page is blocked, if it is."""
         started = time.perf_counter()
-        obs = await observe(session.page, session.cdp, self.cfg)
+        obs = await observe(*session.attached, self.cfg)
         blocked = looks_blocked(obs.tree, session.last_status)
         terminal = bool(blocked) or session.step >= session.request.max_steps
         await self._publish_observation(session, obs, effect, error, terminal, started)
@@ -147,7 +150,7 @@ class EpisodeRunner:
     ) -> None:
         fmt = self.cfg.screenshot_format
         upload_started = time.perf_counter()
-        blob = await self.store.put_blob(obs.screenshot, _CONTENT_TYPES[fmt])
+        blob = await self.store.put_blob(obs.screenshot, ScreenshotFormat(fmt).mime)
         obs.timings_ms["upload"] = (time.perf_counter() - upload_started) * 1000
         obs.timings_ms["total"] = (time.perf_counter() - started) * 1000
         notes = session.take_notes()

@@ -1,5 +1,8 @@
 """Carry out one ParsedAction on an episode's page, then wait for the page to settle.
 
+`HANDLERS` maps each kind of the action spec (webgym_common.actions) to the
+function that carries it out.
+
 An action that cannot be carried out (no such element, a point off the page, a
 refused URL) raises ActionFailed; the worker reports it in the next observation
 and the episode goes on.
@@ -9,12 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Locator, Page
 
 from producers.browser.session import EpisodeSession
-from webgym_common.config import BrowserSettings
+from webgym_common.actions import ActionKind, kind_of
+from webgym_common.config import BrowserSettings, InteractionMode
 from webgym_common.events import ParsedAction
 from webgym_common.urlpolicy import UrlRefused, check_url
 
@@ -23,11 +29,24 @@ class ActionFailed(Exception):
     pass
 
 
-def _element(session: EpisodeSession, page: Page, index: int | None) -> Locator:
-    mark = session.marks.get(index) if index is not None else None
+@dataclass(frozen=True)
+class _Env:
+    """What a handler acts on."""
+
+    session: EpisodeSession
+    page: Page
+    cfg: BrowserSettings
+
+    @property
+    def timeout_ms(self) -> float:
+        return self.cfg.action_timeout_s * 1000
+
+
+def _element(env: _Env, index: int | None) -> Locator:
+    mark = env.session.marks.get(index) if index is not None else None
     if mark is None:
         raise ActionFailed(f"there is no element [{index}] on this page")
-    return page.locator(f"aria-ref={mark.ref}")
+    return env.page.locator(f"aria-ref={mark.ref}")
 
 
 def _point(cfg: BrowserSettings, action: ParsedAction) -> tuple[float, float]:
@@ -44,68 +63,117 @@ async def _wheel(page: Page, cfg: BrowserSettings, direction: str | None) -> Non
     await page.mouse.wheel(0, dy)
 
 
-async def _act(session: EpisodeSession, page: Page, a: ParsedAction, cfg: BrowserSettings) -> str:
-    t = cfg.action_timeout_s * 1000
-    by_mark = a.mode == "set_of_marks"
-    kind = a.kind
-    if kind == "Invalid":
-        raise ActionFailed(f"invalid action: {a.error}")
-    if kind in ("Click", "Hover"):
-        if by_mark:
-            loc = _element(session, page, a.element)
-            await (loc.click(timeout=t) if kind == "Click" else loc.hover(timeout=t))
-        else:
-            x, y = _point(cfg, a)
-            await (page.mouse.click(x, y) if kind == "Click" else page.mouse.move(x, y))
-        return f"{kind.lower()}ed"
-    if kind == "Type":
-        if by_mark:
-            loc = _element(session, page, a.element)
-            await loc.fill(a.text or "", timeout=t)
-            await loc.press("Enter", timeout=t)
-        else:
-            x, y = _point(cfg, a)
-            await page.mouse.click(x, y)
-            await page.keyboard.press("ControlOrMeta+A")
-            await page.keyboard.press("Backspace")
-            await page.keyboard.type(a.text or "")
-            await page.keyboard.press("Enter")
-        return f"typed {a.text!r} and pressed Enter"
-    if kind in ("Scroll", "HoverAndScroll"):
-        if a.element is not None:
-            await _element(session, page, a.element).hover(timeout=t)
-        elif a.x is not None:
-            await page.mouse.move(*_point(cfg, a))
-        else:  # WINDOW
-            await page.mouse.move(cfg.viewport_width / 2, cfg.viewport_height / 2)
-        await _wheel(page, cfg, a.direction)
-        return f"scrolled {a.direction}"
-    if kind == "Wait":
-        await asyncio.sleep(cfg.wait_action_s)
-        return f"waited {cfg.wait_action_s:g} s"
-    if kind == "GoBack":
-        # The response cannot tell: it is None for in-page steps too, and a new page's
-        # history starts with about:blank, which is not the site.
-        history = await session.cdp.send("Page.getNavigationHistory")
-        i = history["currentIndex"]
-        if i == 0 or history["entries"][i - 1]["url"] == "about:blank":
-            return "there was no page to go back to"
-        await page.go_back(timeout=cfg.navigation_timeout_s * 1000, wait_until="commit")
-        return "went back"
-    if kind == "TabAndEnter":
-        await page.keyboard.press("Tab")
+def _by_mark(a: ParsedAction) -> bool:
+    return a.mode == InteractionMode.SET_OF_MARKS
+
+
+async def _click(env: _Env, a: ParsedAction) -> str:
+    if _by_mark(a):
+        await _element(env, a.element).click(timeout=env.timeout_ms)
+    else:
+        await env.page.mouse.click(*_point(env.cfg, a))
+    return "clicked"
+
+
+async def _hover(env: _Env, a: ParsedAction) -> str:
+    if _by_mark(a):
+        await _element(env, a.element).hover(timeout=env.timeout_ms)
+    else:
+        await env.page.mouse.move(*_point(env.cfg, a))
+    return "hovered"
+
+
+async def _type(env: _Env, a: ParsedAction) -> str:
+    page = env.page
+    if _by_mark(a):
+        loc = _element(env, a.element)
+        await loc.fill(a.text or "", timeout=env.timeout_ms)
+        await loc.press("Enter", timeout=env.timeout_ms)
+    else:
+        await page.mouse.click(*_point(env.cfg, a))
+        await page.keyboard.press("ControlOrMeta+A")
+        await page.keyboard.press("Backspace")
+        await page.keyboard.type(a.text or "")
         await page.keyboard.press("Enter")
-        return "pressed Tab and Enter"
-    if kind == "Visit":
-        try:
-            check_url(a.url or "", cfg.url_allowlist)
-        except UrlRefused as err:
-            raise ActionFailed(f"refused to visit {a.url}: {err}") from None
-        await page.goto(a.url, timeout=cfg.navigation_timeout_s * 1000, wait_until="commit")
-        return f"visited {a.url}"
-    if kind == "ANSWER":
-        return "answered"
-    raise ActionFailed(f"unknown action kind {kind}")
+    return f"typed {a.text!r} and pressed Enter"
+
+
+async def _scroll(env: _Env, a: ParsedAction) -> str:
+    """Scroll and HoverAndScroll: put the mouse over the target, then turn the wheel."""
+    cfg = env.cfg
+    if a.element is not None:
+        await _element(env, a.element).hover(timeout=env.timeout_ms)
+    elif a.x is not None:
+        await env.page.mouse.move(*_point(cfg, a))
+    else:  # WINDOW
+        await env.page.mouse.move(cfg.viewport_width / 2, cfg.viewport_height / 2)
+    await _wheel(env.page, cfg, a.direction)
+    return f"scrolled {a.direction}"
+
+
+async def _wait(env: _Env, a: ParsedAction) -> str:
+    await asyncio.sleep(env.cfg.wait_action_s)
+    return f"waited {env.cfg.wait_action_s:g} s"
+
+
+async def _go_back(env: _Env, a: ParsedAction) -> str:
+    # The response cannot tell: it is None for in-page steps too, and a new page's
+    # history starts with about:blank, which is not the site.
+    cdp = env.session.cdp
+    assert cdp is not None  # attached with the page
+    history = await cdp.send("Page.getNavigationHistory")
+    i = history["currentIndex"]
+    if i == 0 or history["entries"][i - 1]["url"] == "about:blank":
+        return "there was no page to go back to"
+    await env.page.go_back(timeout=env.cfg.navigation_timeout_s * 1000, wait_until="commit")
+    return "went back"
+
+
+async def _tab_and_enter(env: _Env, a: ParsedAction) -> str:
+    await env.page.keyboard.press("Tab")
+    await env.page.keyboard.press("Enter")
+    return "pressed Tab and Enter"
+
+
+async def _visit(env: _Env, a: ParsedAction) -> str:
+    url = a.url or ""
+    try:
+        check_url(url, env.cfg.url_allowlist)
+    except UrlRefused as err:
+        raise ActionFailed(f"refused to visit {a.url}: {err}") from None
+    await env.page.goto(url, timeout=env.cfg.navigation_timeout_s * 1000, wait_until="commit")
+    return f"visited {url}"
+
+
+async def _answer(env: _Env, a: ParsedAction) -> str:
+    return "answered"  # the episode ends; the worker publishes the completion
+
+
+Handler = Callable[[_Env, ParsedAction], Awaitable[str]]
+
+# One handler per action of the spec (webgym_common.actions.ACTIONS); a unit test checks.
+HANDLERS: dict[ActionKind, Handler] = {
+    ActionKind.CLICK: _click,
+    ActionKind.HOVER: _hover,
+    ActionKind.TYPE: _type,
+    ActionKind.SCROLL: _scroll,
+    ActionKind.HOVER_AND_SCROLL: _scroll,
+    ActionKind.WAIT: _wait,
+    ActionKind.GO_BACK: _go_back,
+    ActionKind.TAB_AND_ENTER: _tab_and_enter,
+    ActionKind.VISIT: _visit,
+    ActionKind.ANSWER: _answer,
+}
+
+
+async def _act(session: EpisodeSession, page: Page, a: ParsedAction, cfg: BrowserSettings) -> str:
+    kind = kind_of(a.kind)
+    if kind is ActionKind.INVALID:
+        raise ActionFailed(f"invalid action: {a.error}")
+    handler = HANDLERS.get(kind) if kind is not None else None
+    if handler is None:
+        raise ActionFailed(f"unknown action kind {a.kind}")
+    return await handler(_Env(session, page, cfg), a)
 
 
 async def settle(

@@ -43,6 +43,13 @@ class EpisodeSession:
     def episode_id(self) -> str:
         return self.request.episode_id
 
+    @property
+    def attached(self) -> tuple[Page, CDPSession]:
+        """The page followed and its CDP session; `attach` sets them before step 0."""
+        if self.page is None or self.cdp is None:
+            raise RuntimeError(f"episode {self.episode_id} has no page yet")
+        return self.page, self.cdp
+
     def abort(self, termination: str, reason: str) -> None:
         self.inbox.put_nowait(EpisodeAborted(termination, reason))
 

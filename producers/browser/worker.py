@@ -1,11 +1,13 @@
 """A browser worker process: consume episodes and actions, run episodes, publish steps.
 
-One consumer group over webgym.episodes and webgym.actions (co-partitioned by
-episode id), so the worker that owns an episode also receives its actions.
-Episodes whose partitions move away are handed over: their offsets were never
-committed, so the next owner re-reads the request and the actions and resumes
-the episode by replaying them (duplicate StepObserved events for already
-observed steps are expected; consumers key them by (episode_id, step)).
+Delivery: at-least-once, and an episode survives a change of owner. One consumer
+group over webgym.episodes and webgym.actions (co-partitioned by episode id), so
+the worker that owns an episode also receives its actions. Episodes whose
+partitions move away are handed over: their offsets were never committed, so the
+next owner re-reads the request and the actions and resumes the episode by
+replaying them (duplicate StepObserved events for already observed steps are
+expected; consumers key them by (episode_id, step)). Where each record goes is
+decided in routing.py, what may be committed in offsets.py.
 """
 
 from __future__ import annotations
@@ -16,25 +18,26 @@ import logging
 import os
 import socket
 import time
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 
 from aiokafka import TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.structs import OffsetAndMetadata
 
+from producers.browser import routing
 from producers.browser.browser_pool import BrowserPool
+from producers.browser.commits import commit_every, commit_held
+from producers.browser.control import follow_cancels
 from producers.browser.episode import HANDOVER, EpisodeRunner
 from producers.browser.offsets import OffsetHolds
 from producers.browser.session import EpisodeSession
 from webgym_common.bus import EventConsumer, EventProducer, Received
 from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, CancelEpisode, EpisodeRequested
-from webgym_common.lifecycle import run_until_signalled
+from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.objectstore import ObjectStore
-from webgym_common.topics import Topic
+from webgym_common.topics import Group, Topic, group_id
 
 log = logging.getLogger(__name__)
-REMEMBERED_EPISODES = 10_000
 
 
 class BrowserWorker(ConsumerRebalanceListener):
@@ -43,8 +46,8 @@ class BrowserWorker(ConsumerRebalanceListener):
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.producer = EventProducer(settings, client_id=f"browser-{self.worker_id}")
         self.consumer = EventConsumer(
-            settings, [Topic.EPISODES, Topic.ACTIONS], settings.browser.group_id, self.producer,
-            client_id=f"browser-{self.worker_id}", listener=self,
+            settings, [Topic.EPISODES, Topic.ACTIONS], group_id(settings.kafka, Group.BROWSERS),
+            self.producer, client_id=f"browser-{self.worker_id}", listener=self,
         )
         self.consumer.on_skip = self._skip
         self.store = ObjectStore(settings.s3)
@@ -56,9 +59,9 @@ class BrowserWorker(ConsumerRebalanceListener):
         self.tasks: dict[str, asyncio.Task] = {}
         self.finished: OrderedDict[str, None] = OrderedDict()
         self.cancelled: OrderedDict[str, str] = OrderedDict()
-        # Actions read before their episode's request: (arrived, partition, action).
-        self.early_actions: dict[str, list[tuple[float, int, ActionChosen]]] = defaultdict(list)
+        self.early_actions = routing.EarlyActions()
         self.completed_count = 0
+        self.ready = False
 
     # -- the story --------------------------------------------------------------
 
@@ -68,18 +71,19 @@ class BrowserWorker(ConsumerRebalanceListener):
         await self.producer.start()
         await self.consumer.start()
         helpers = [
-            asyncio.create_task(self._commit_loop()),
-            asyncio.create_task(self._follow_control()),
+            asyncio.create_task(commit_every(0.5, self.holds, self.consumer.consumer)),
+            asyncio.create_task(follow_cancels(self.settings, self.producer, self._on_cancel)),
             asyncio.create_task(self._drop_stale_early_actions()),
         ]
         log.info("browser worker %s: %d contexts, chromium %s", self.worker_id,
                  self.settings.browser.contexts, self.pool.version)
         try:
             async for received in self.consumer.events(poll_timeout_ms=200):
-                if isinstance(received.event, EpisodeRequested):
-                    self._on_request(received)
-                elif isinstance(received.event, ActionChosen):
-                    self._on_action(received)
+                event = received.event
+                if isinstance(event, EpisodeRequested):
+                    self._on_request(received, event)
+                elif isinstance(event, ActionChosen):
+                    self._on_action(received, event)
                 else:
                     self.holds.seen(received.tp, received.offset)
         finally:
@@ -91,32 +95,31 @@ class BrowserWorker(ConsumerRebalanceListener):
             await self.producer.stop()
             await self.pool.stop()
 
-    def _on_request(self, received: Received) -> None:
-        request: EpisodeRequested = received.event
+    def _on_request(self, received: Received, request: EpisodeRequested) -> None:
         eid = request.episode_id
-        if eid in self.finished or eid in self.sessions:
+        if not routing.starts_episode(eid, self.finished, self.sessions):
             self.holds.seen(received.tp, received.offset)
             return
         self.holds.hold(received.tp, received.offset, eid)
         session = EpisodeSession(request, received.partition)
         self.sessions[eid] = session
-        for _, _, action in self.early_actions.pop(eid, []):
+        for action in self.early_actions.take(eid):
             session.inbox.put_nowait(action)
         if eid in self.cancelled:
             session.abort("cancelled", self.cancelled[eid])
         self.tasks[eid] = asyncio.create_task(self._run_episode(session))
 
-    def _on_action(self, received: Received) -> None:
-        action: ActionChosen = received.event
+    def _on_action(self, received: Received, action: ActionChosen) -> None:
         eid = action.episode_id
-        if eid in self.finished:
+        route = routing.route_action(eid, self.finished, self.sessions)
+        if route is routing.Route.DROP:
             self.holds.seen(received.tp, received.offset)
             return
         self.holds.hold(received.tp, received.offset, eid)
-        if eid in self.sessions:
+        if route is routing.Route.DELIVER:
             self.sessions[eid].inbox.put_nowait(action)
-        else:  # its request is further along the episodes partition
-            self.early_actions[eid].append((time.monotonic(), received.partition, action))
+        else:
+            self.early_actions.add(action, received.partition, time.monotonic())
 
     async def _run_episode(self, session: EpisodeSession) -> None:
         eid = session.episode_id
@@ -130,7 +133,7 @@ class BrowserWorker(ConsumerRebalanceListener):
             self.sessions.pop(eid, None)
             self.tasks.pop(eid, None)
             if termination != HANDOVER:
-                self._remember(self.finished, eid, None)
+                routing.remember(self.finished, eid, None)
                 self.holds.release(eid)
                 self.completed_count += 1
 
@@ -145,65 +148,34 @@ class BrowserWorker(ConsumerRebalanceListener):
                 session.crashed = reason
                 session.abort("crashed", reason)
 
-    async def _commit_loop(self) -> None:
-        while True:
-            await asyncio.sleep(0.5)
-            await self._commit()
-
-    async def _commit(self, only: set[TopicPartition] | None = None) -> None:
-        assigned = self.consumer.consumer.assignment()
-        offsets = {
-            tp: off for tp, off in self.holds.committable().items()
-            if tp in assigned and (only is None or tp in only)
-        }
-        if offsets:
-            await self.consumer.consumer.commit(
-                {tp: OffsetAndMetadata(off, "") for tp, off in offsets.items()}
-            )
-            self.holds.mark_committed(offsets)
-
-    async def _follow_control(self) -> None:
-        async with EventConsumer(
-            self.settings, [Topic.CONTROL], None, self.producer, client_id="browser-control"
-        ) as control:
-            async for received in control.events():
-                event = received.event
-                if not isinstance(event, CancelEpisode):
-                    continue
-                if event.episode_id in self.sessions:
-                    self.sessions[event.episode_id].abort("cancelled", event.reason)
-                else:
-                    self._remember(self.cancelled, event.episode_id, event.reason)
+    def _on_cancel(self, event: CancelEpisode) -> None:
+        if event.episode_id in self.sessions:
+            self.sessions[event.episode_id].abort("cancelled", event.reason)
+        else:  # its request may still come
+            routing.remember(self.cancelled, event.episode_id, event.reason)
 
     async def _drop_stale_early_actions(self) -> None:
         ttl = self.settings.browser.pending_action_ttl_s
         while True:
             await asyncio.sleep(min(5.0, ttl))
-            now = time.monotonic()
-            for eid in [e for e, acts in self.early_actions.items() if now - acts[0][0] > ttl]:
+            for eid in self.early_actions.stale(time.monotonic(), ttl):
                 log.info("dropping actions of %s: its request never came", eid)
-                del self.early_actions[eid]
+                self.early_actions.drop(eid)
                 self.holds.release(eid)
 
     async def _hand_over(self, partitions: set[TopicPartition]) -> None:
         numbers = {tp.partition for tp in partitions}
-        moving = [s for s in self.sessions.values() if s.partition in numbers]
+        moving = [self.sessions[e] for e in routing.on_partitions(self.sessions, numbers)]
         for session in moving:
             session.abort(HANDOVER, "partition reassigned")
         tasks = [self.tasks[s.episode_id] for s in moving if s.episode_id in self.tasks]
         if tasks:
             await asyncio.wait(tasks, timeout=30)
         with contextlib.suppress(Exception):
-            await self._commit(partitions)
+            await commit_held(self.holds, self.consumer.consumer, partitions)
         self.holds.forget(partitions)
-        for eid in [e for e, acts in self.early_actions.items() if acts[0][1] in numbers]:
-            del self.early_actions[eid]
-
-    @staticmethod
-    def _remember(store: OrderedDict, key: str, value: object) -> None:
-        store[key] = value
-        while len(store) > REMEMBERED_EPISODES:
-            store.popitem(last=False)
+        for eid in self.early_actions.on_partitions(numbers):
+            self.early_actions.drop(eid)
 
     # -- ConsumerRebalanceListener ----------------------------------------------
 
@@ -214,6 +186,9 @@ class BrowserWorker(ConsumerRebalanceListener):
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         log.info("worker %s now owns %s", self.worker_id, sorted(
             f"{tp.topic}[{tp.partition}]" for tp in assigned))
+        if not self.ready:  # in the group, even with no partition: serving
+            self.ready = True
+            mark_ready(f"browser worker {self.worker_id} joined its group")
 
 
 async def run_browser_worker(settings: Settings) -> None:

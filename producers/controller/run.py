@@ -5,13 +5,27 @@ from __future__ import annotations
 import asyncio
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
-from processors.metrics import compute_metrics, default_csv_path, print_metrics, write_outputs
-from producers.controller.rollout import IterationState, next_iteration, run_iteration
-from webgym_common.bus import EventConsumer, EventProducer, read_compacted
+from producers.controller.iteration import IterationState
+from producers.controller.rollout import next_iteration, run_iteration
+from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import RolloutMetrics
+from webgym_common.metrics import (
+    compute_metrics,
+    default_csv_path,
+    load_metrics_table,
+    print_metrics,
+    write_outputs,
+)
 from webgym_common.topics import Topic
 
 METRICS_WAIT_S = 30.0
@@ -48,7 +62,7 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
                           TimeElapsedColumn(), console=console) as progress:
                 bar = progress.add_task(f"it{iteration} {split}", total=tasks_per_iteration)
 
-                def update(state: IterationState, bar: int = bar) -> None:
+                def update(state: IterationState, bar: TaskID = bar) -> None:
                     progress.update(bar, completed=len(state.completed),
                                     total=len(state.requests), description=_describe(state))
 
@@ -57,9 +71,7 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
             metrics = await wait_for_metrics(settings, producer, iteration)
             if metrics is None:  # no metrics process: compute here and write the files
                 metrics = compute_metrics(iteration, split, list(state.scored.values()))
-                table = {int(k): v for k, v in
-                         (await read_compacted(settings, Topic.METRICS, producer)).items()
-                         if isinstance(v, RolloutMetrics)}
+                table = await load_metrics_table(settings, producer)
                 await producer.publish(Topic.METRICS, str(iteration), metrics)
                 table[iteration] = metrics
                 write_outputs(table, default_csv_path(settings))

@@ -1,7 +1,7 @@
 """Which tasks an iteration runs: WebGym's sampling strategies (pure logic).
 
 - uniform: every eligible task equally likely;
-- ratio: fixed shares per difficulty band (easy 1-3, medium 4-6, hard 7+), uniform within;
+- ratio: fixed shares per difficulty band (webgym_common.tasks.Band), uniform within;
 - attempt: weights by attempt level, 100/10/1/0.1/0.01/0.001, so new and unsolved tasks are
   drawn far more often than mastered ones.
 Training tasks of blocked domains are skipped; test tasks are never filtered.
@@ -15,13 +15,9 @@ import random
 from collections.abc import Mapping, Sequence
 
 from webgym_common.events import Task, TaskHistory
+from webgym_common.tasks import Band, band_of
 
 LEVEL_WEIGHTS = (100.0, 10.0, 1.0, 0.1, 0.01, 0.001)
-BANDS = ("easy", "medium", "hard")
-
-
-def band(difficulty: int) -> str:
-    return "easy" if difficulty <= 3 else "medium" if difficulty <= 6 else "hard"
 
 
 def level_weight(level: int) -> float:
@@ -73,13 +69,14 @@ def sample_tasks(
 
         return _draw(pool, [level_weight(level(t)) for t in pool], n, rng)
     if strategy == "ratio":
-        shares = dict(ratios or {b: 1 / 3 for b in BANDS})
+        shares = dict(ratios or {b: 1 / 3 for b in Band})
         total = sum(shares.values()) or 1.0
-        counts = {b: round(n * shares.get(b, 0) / total) for b in BANDS}
-        counts[max(counts, key=counts.get)] += n - sum(counts.values())  # rounding remainder
+        counts = {b: round(n * shares.get(b, 0) / total) for b in Band}
+        # The rounding remainder goes to the largest share.
+        counts[max(counts, key=counts.__getitem__)] += n - sum(counts.values())
         out: list[Task] = []
-        for b in BANDS:
-            in_band = [t for t in pool if band(t.difficulty) == b]
+        for b in Band:
+            in_band = [t for t in pool if band_of(t.difficulty) == b]
             out += _draw(in_band, [1.0] * len(in_band), counts[b], rng)
         return out
     raise ValueError(f"unknown sampling strategy {strategy!r} (uniform, ratio or attempt)")

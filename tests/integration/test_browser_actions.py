@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from infra.launch import BrowserWorkerProcess
-from producers.hand_fed import HandFedEpisode, mark_index
+from tests.support.hand_fed import HandFedEpisode, mark_index
+from tests.support.launch import BrowserWorkerProcess
 from webgym_common.actions import Mode
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventProducer

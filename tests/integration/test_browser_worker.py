@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from producers.drive_reference import drive, episode_request
-from producers.hand_fed import HandFedEpisode, mark_index
+from tests.support.hand_fed import HandFedEpisode, mark_index
 from webgym_common.bus import EventProducer, read_events
 from webgym_common.config import Settings
 from webgym_common.events import CancelEpisode

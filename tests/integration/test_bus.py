@@ -18,7 +18,7 @@ from webgym_common.codec import SINGLE_OBJECT_MAGIC, Codec
 from webgym_common.config import Settings
 from webgym_common.events import DeadLetter, StepObserved
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
-from webgym_common.topics import Topic, topic_specs
+from webgym_common.topics import Topic, all_topic_specs, topic_specs
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -88,7 +88,7 @@ async def test_compacted_topics_really_are_compacted(settings: Settings) -> None
 async def test_topic_creation_is_idempotent(settings: Settings) -> None:
     again = await create_topics(settings)
     assert {r.status for r in again} == {"exists"}
-    assert len(again) == len(topic_specs(settings.kafka))
+    assert len(again) == len(all_topic_specs(settings.kafka))
 
 
 async def test_object_store_put_get_presign_round_trip(settings: Settings) -> None:

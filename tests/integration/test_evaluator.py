@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.launch import PipelineProcess
 from producers.drive_reference import episode_request
+from tests.support.launch import PipelineProcess
 from webgym_common.actions import format_action, parse_action
 from webgym_common.bus import EventConsumer, EventProducer, read_events
 from webgym_common.config import Settings
@@ -50,13 +50,12 @@ def start_evaluator(settings: Settings, tmp_path: Path) -> Iterator:
 
 
 async def ready(proc: PipelineProcess, timeout_s: float = 120) -> PipelineProcess:
-    """Wait for a faust worker to finish starting (its changelogs and transaction producers).
+    """Wait for a faust worker to own its partitions with its tables recovered (its ready file).
 
-    Faust apps that create their changelog topics at the same moment on a busy broker
-    can miss each other's metadata (PartitionsMismatch), so the tests start them in turn.
+    The tests start the faust apps in turn, so each joins a quiet group.
     """
     async with asyncio.timeout(timeout_s):
-        while "[^Worker]: Ready" not in proc.log_text():  # noqa: ASYNC110 (polls the log)
+        while not proc.is_ready():  # noqa: ASYNC110 (polls the ready file)
             await asyncio.sleep(0.2)
     return proc
 

@@ -16,11 +16,9 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
 from consumers.archiver import export_iteration
-from infra.launch import PipelineProcess
-from processors.history import group_id, load_task_history
-from processors.metrics import compute_metrics, same_numbers
 from producers.catalog import load_task_catalog
 from tests.factories import sample_event
+from tests.support.launch import PipelineProcess
 from webgym_common.bus import (
     EventConsumer,
     EventProducer,
@@ -31,7 +29,9 @@ from webgym_common.bus import (
 from webgym_common.codec import read_container
 from webgym_common.config import Settings, settings_env
 from webgym_common.events import EpisodeScored, IterationClosed, TaskHistory, TrajectoryStep
-from webgym_common.topics import Topic, topic_name
+from webgym_common.history import load_task_history
+from webgym_common.metrics import compute_metrics, same_numbers
+from webgym_common.topics import Group, Topic, group_id, topic_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -49,8 +49,9 @@ def scored(episode_id: str, task_id: str = "task-a", iteration: int = 1, reward:
 
 async def publish_scored(producer: EventProducer, *events: EpisodeScored) -> None:
     for e in events:
-        # A re-sent episode is a new event with the same episode id, as a replay would be.
-        await producer.publish(Topic.EPISODES_SCORED, e.episode_id,
+        # Keyed by task, as the evaluator publishes them. A re-sent episode is a new
+        # event with the same episode id, as a replay would be.
+        await producer.publish(Topic.EPISODES_SCORED, e.task_id,
                                e.model_copy(update={"event_id": f"{e.event_id}-{id(e)}"}))
 
 
@@ -69,7 +70,7 @@ async def eventually(fetch: Callable[[], Awaitable[Any]], ok: Callable[[Any], bo
 async def webgym(settings: Settings, *args: str, timeout_s: float = 120) -> tuple[int, str]:
     env = {**os.environ, **settings_env(settings), "COLUMNS": "400"}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "webgym_common", *args, env=env,
+        sys.executable, "-m", "webgym_cli", *args, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
     return proc.returncode, out.decode()
@@ -136,7 +137,7 @@ async def test_history_folds_once_per_episode_and_survives_a_kill_and_a_rewind(
     e1, e2, e3 = scored("e1", reward=1.0), scored("e2"), scored("e3", "task-b", reward=1.0)
     await publish_scored(producer, e1, e2, e1, e3)  # e1 twice: a duplicate
     first = PipelineProcess(settings, ["worker", "history"], tmp_path / "history1.log")
-    group = group_id(settings)
+    group = group_id(settings.kafka, Group.HISTORY)
     try:
         await eventually(lambda: load_task_history(settings, producer),
                          lambda h: "task-b" in h and h["task-a"].attempts >= 2, "first fold")
@@ -168,6 +169,35 @@ async def test_history_folds_once_per_episode_and_survives_a_kill_and_a_rewind(
     # One TaskHistory record per counted episode: duplicates published nothing.
     records = await read_compacted_all(settings, producer)
     assert len(records) == 5, second.log_text()
+
+
+async def test_two_history_workers_share_the_tasks_and_take_each_others_over(
+    settings: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    tasks = [f"task-{i}" for i in range(12)]
+    group = group_id(settings.kafka, Group.HISTORY)
+    first = PipelineProcess(settings, ["worker", "history"], tmp_path / "history1.log")
+    second = PipelineProcess(settings, ["worker", "history"], tmp_path / "history2.log")
+    try:
+        # Ready = in the group; the later of the two joined with the other already in it.
+        await eventually(lambda: asyncio.to_thread(lambda: first.is_ready() and second.is_ready()),
+                         bool, "both workers in the group")
+        await publish_scored(producer, *(scored(f"a-{t}", t, reward=1.0) for t in tasks))
+        await eventually(lambda: group_caught_up(settings, group, Topic.EPISODES_SCORED),
+                         bool, "both caught up")
+        # The first worker takes the second's tasks over: it must fold them on top of
+        # what the second published, not on what it knew when it started.
+        second.stop()
+        await publish_scored(producer, *(scored(f"b-{t}", t) for t in tasks))
+        await eventually(lambda: group_caught_up(settings, group, Topic.EPISODES_SCORED),
+                         bool, "first caught up alone")
+    finally:
+        second.stop()
+        first.stop()
+    history = await load_task_history(settings, producer)
+    assert {t: (h.attempts, h.successes, h.last_rewards) for t, h in history.items()} == {
+        t: (2, 1, [1.0, 0.0]) for t in tasks}, first.log_text()
+    assert len(await read_compacted_all(settings, producer)) == 2 * len(tasks)
 
 
 async def read_compacted_all(settings: Settings, producer: EventProducer) -> list[TaskHistory]:

@@ -16,7 +16,7 @@ from webgym_common.config import InfraSettings
 
 pytestmark = pytest.mark.integration
 
-WEBGYM = [sys.executable, "-m", "webgym_common"]
+WEBGYM = [sys.executable, "-m", "webgym_cli"]
 
 
 def cli_env(data_dir: Path, **extra: str) -> dict[str, str]:

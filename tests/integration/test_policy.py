@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from producers.drive_reference import episode_request
-from producers.hand_fed import watch_episodes
+from tests.support.hand_fed import watch_episodes
 from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
 from webgym_common.objectstore import ObjectStore

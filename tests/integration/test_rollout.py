@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from infra.launch import PipelineProcess
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from producers.controller.run import rollout
+from tests.support.launch import PipelineProcess
 from webgym_common.bus import EventConsumer, EventProducer, read_to_end
-from webgym_common.config import Settings
+from webgym_common.config import SamplingStrategy, Settings
 from webgym_common.events import (
     DomainBlocked,
     EpisodeRequested,
@@ -32,7 +32,8 @@ GOOD = ["shop-001", "shop-002", "wiki-001", "wiki-002", "forum-001", "travel-001
 def fast(settings: Settings) -> Settings:
     rollout_cfg = settings.rollout.model_copy(update={
         "completion_threshold": 0.8, "grace_period_s": 3.0, "cancel_wait_s": 30.0,
-        "score_wait_s": 90.0, "task_timeout_minutes": 5.0, "seed": 7, "strategy": "uniform"})
+        "score_wait_s": 90.0, "task_timeout_minutes": 5.0, "seed": 7,
+        "strategy": SamplingStrategy.UNIFORM})
     return settings.model_copy(update={"rollout": rollout_cfg})
 
 

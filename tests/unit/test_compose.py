@@ -3,7 +3,8 @@
 Docker does not run on the CI machine, so these tests read the files and check
 the contracts the stack depends on: which services exist, how they wait for
 each other, what is published to the host, and how the pipeline processes are
-started and configured.
+started and configured. Every command a project service runs must be a real
+`webgym` command: the set of real ones is read from the typer app itself.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
+import typer.core
+import typer.main
 import yaml
+
+from webgym_cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -34,11 +40,8 @@ PIPELINE_COMMANDS = {
     "policy": ["webgym", "worker", "policy"],
     "evaluator": ["webgym", "worker", "evaluator"],
     "history": ["webgym", "worker", "history"],
-    "replay": ["webgym", "worker", "replay"],
     "metrics": ["webgym", "worker", "metrics"],
-    "trainer": ["webgym", "worker", "trainer"],
     "controller": ["webgym", "rollout", "--split", "train"],
-    "monitor": ["webgym", "monitor"],
 }
 
 # Services built from the project image: the pipeline plus the one-shot init.
@@ -46,7 +49,7 @@ PROJECT_SERVICES = {*PIPELINE_COMMANDS, "topic-init"}
 
 EXPECTED_SERVICES = {*INFRA_IMAGES, *PROJECT_SERVICES}
 
-USES_OBJECT_STORE = {"browser", "evaluator", "replay", "trainer"}
+USES_OBJECT_STORE = {"browser", "evaluator"}
 
 VALID_CONDITIONS = {
     "service_started",
@@ -60,6 +63,26 @@ def compose() -> dict[str, Any]:
     data = yaml.safe_load(COMPOSE_FILE.read_text())
     assert isinstance(data, dict), "docker-compose.yml must be a mapping"
     return data
+
+
+@pytest.fixture(scope="module")
+def webgym_commands() -> dict[tuple[str, ...], Any]:
+    """Every runnable `webgym` command (a click command) by its path, e.g. ("worker", "browser").
+
+    Typer builds its click tree with a vendored click, hence typer.core.TyperGroup.
+    """
+    found: dict[tuple[str, ...], Any] = {}
+
+    def walk(command: Any, path: tuple[str, ...]) -> None:
+        if isinstance(command, typer.core.TyperGroup):
+            for name, sub in command.commands.items():
+                walk(sub, (*path, name))
+        else:
+            found[path] = command
+
+    walk(typer.main.get_command(app), ())
+    assert found, "the typer app has no commands"
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +160,6 @@ def test_project_services_build_the_project_image(
         ("minio", {9000, 9001}),
         ("console", {8080}),
         ("vllm", {8000}),
-        ("monitor", {8501}),
     ],
 )
 def test_published_ports(services: dict[str, dict[str, Any]], name: str, ports: set[int]) -> None:
@@ -236,6 +258,32 @@ def test_pipeline_service_command(services: dict[str, dict[str, Any]], name: str
     assert svc.get("entrypoint") == [], f"{name}: entrypoint must be cleared"
 
 
+def test_every_project_service_runs_a_real_webgym_command(
+    services: dict[str, dict[str, Any]], webgym_commands: dict[tuple[str, ...], Any]
+) -> None:
+    problems = []
+    for name, svc in services.items():
+        if svc.get("image") != PROJECT_IMAGE and "build" not in svc:
+            continue
+        argv = as_argv(svc.get("command"))
+        if argv[:1] != ["webgym"]:
+            problems.append(f"{name}: {argv} does not run webgym")
+            continue
+        # The longest leading words that name a command; the rest are its arguments.
+        path = next((tuple(argv[1:n]) for n in range(len(argv), 1, -1)
+                     if tuple(argv[1:n]) in webgym_commands), None)
+        if path is None:
+            problems.append(f"{name}: `{' '.join(argv)}` is not a webgym command")
+            continue
+        try:
+            # Parses (never runs) the arguments, so a wrong option fails here too.
+            webgym_commands[path].make_context(" ".join(argv[:len(path) + 1]),
+                                              argv[len(path) + 1:])
+        except typer.TyperException as err:  # click's UsageError and BadParameter
+            problems.append(f"{name}: `{' '.join(argv)}`: {err}")
+    assert not problems, problems
+
+
 @pytest.mark.parametrize("name", sorted(PIPELINE_COMMANDS))
 def test_pipeline_service_waits_for_topics(services: dict[str, dict[str, Any]], name: str) -> None:
     deps = depends_on(services[name])
@@ -303,14 +351,17 @@ def _volume_mounts(service: dict[str, Any]) -> dict[str, str]:
     return mounts
 
 
-def test_trainer_and_vllm_share_checkpoints(
-    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+def test_checkpoints_mount_at_the_same_path_as_in_vllm(
+    services: dict[str, dict[str, Any]],
 ) -> None:
-    trainer = _volume_mounts(services["trainer"])
     vllm = _volume_mounts(services["vllm"])
-    assert "checkpoints" in trainer and "checkpoints" in vllm
-    # Checkpoint paths published by the trainer must resolve inside vLLM.
-    assert trainer["checkpoints"] == vllm["checkpoints"]
+    assert "checkpoints" in vllm
+    # Checkpoint paths published by a writer (the trainer, once it has a
+    # service) must resolve inside vLLM.
+    for name, svc in services.items():
+        mounts = _volume_mounts(svc)
+        if "checkpoints" in mounts:
+            assert mounts["checkpoints"] == vllm["checkpoints"], name
 
 
 def test_named_volumes_declared(

@@ -1,14 +1,36 @@
-"""The code base stays ruff clean (the style the README promises)."""
+"""The code base stays clean: ruff (the style the README promises), mypy on the shared base and
+every process's story file, and import-linter's layer contract (pyproject.toml)."""
 
 import subprocess
 import sys
+from pathlib import Path
 
 from webgym_common.config import PROJECT_ROOT
 
+# What the type checker must pass on: the shared base and each process's story file.
+TYPE_CHECKED = [
+    "webgym_common",
+    "processors/history.py",
+]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(args), cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300
+    )
+
 
 def test_ruff_is_clean() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--no-cache", str(PROJECT_ROOT)],
-        capture_output=True, text=True, timeout=120,
-    )
+    result = _run(sys.executable, "-m", "ruff", "check", "--no-cache", str(PROJECT_ROOT))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_is_clean() -> None:
+    result = _run(sys.executable, "-m", "mypy", *TYPE_CHECKED)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_layer_contract_holds() -> None:
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    result = _run(str(lint_imports), "--no-cache", "--no-logo")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,171 @@
+"""What the rollout controller decides, as pure functions of what it has read.
+
+An iteration's episode ids are deterministic and carry the task id, so a restarted
+controller can tell from the log which requests are missing. The follow loop's
+rules: an episode is cancelled once its deadline has passed by `slack_s`; once the
+completion threshold is reached a grace period starts, after which every episode
+still running is cancelled as a straggler; the iteration may close when every
+episode has completed or was cancelled long enough ago, and either every completed
+one is scored or the scores have been waited for long enough.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from webgym_common.config import Settings
+from webgym_common.events import (
+    DomainBlocked,
+    EpisodeCompleted,
+    EpisodeRequested,
+    EpisodeScored,
+    Event,
+    IterationClosed,
+    IterationStarted,
+    ModelVersion,
+    Task,
+    utc_now,
+)
+from webgym_common.tasks import max_steps_for
+
+
+@dataclass
+class IterationState:
+    iteration: int
+    split: str
+    requests: dict[str, EpisodeRequested] = field(default_factory=dict)
+    completed: dict[str, EpisodeCompleted] = field(default_factory=dict)
+    scored: dict[str, EpisodeScored] = field(default_factory=dict)
+    cancelled: dict[str, float] = field(default_factory=dict)  # episode -> when we asked
+    started: float = field(default_factory=time.monotonic)
+    grace_started: float | None = None
+
+    @property
+    def terminations(self) -> Counter:
+        return Counter(c.termination for c in self.completed.values())
+
+    @property
+    def running(self) -> int:
+        return len(self.requests) - len(self.completed)
+
+
+def episode_id(split: str, iteration: int, index: int, task_id: str) -> str:
+    return f"{split}-it{iteration}-{index:04d}-{task_id}"
+
+
+def task_id_of(eid: str) -> str:
+    return eid.split("-", 3)[3]
+
+
+# -- starting or resuming -----------------------------------------------------------
+
+
+def iteration_to_run(control: Sequence[Event], split: str) -> int:
+    """The unclosed iteration of this split if there is one, else one past the last started."""
+    started = [e.iteration for e in control if isinstance(e, IterationStarted)]
+    closed = {(e.iteration, e.split) for e in control if isinstance(e, IterationClosed)}
+    for e in control:
+        if isinstance(e, IterationStarted) and e.split == split and (
+            (e.iteration, split) not in closed
+        ):
+            return e.iteration
+    return max(started, default=-1) + 1
+
+
+def started_event(control: Sequence[Event], iteration: int, split: str) -> IterationStarted | None:
+    return next((e for e in control if isinstance(e, IterationStarted)
+                 and e.iteration == iteration and e.split == split), None)
+
+
+def active_blocks(blocklist: Mapping[str, Event], now: datetime) -> set[str]:
+    """Domains still blocked at `now` (the blocklist table is keyed by domain)."""
+    return {d for d, e in blocklist.items()
+            if isinstance(e, DomainBlocked) and e.blocked_until > now}
+
+
+def latest_policy_version(models: Iterable[Event], default: str) -> str:
+    """The newest published model as "name:vN", or `default` if none was published."""
+    published = [m for m in models if isinstance(m, ModelVersion)]
+    if not published:
+        return default
+    latest = max(published, key=lambda m: m.produced_at)
+    return f"{latest.model_name}:v{latest.version}"
+
+
+def make_request(settings: Settings, eid: str, task: Task, iteration: int, split: str,
+                 version: str) -> EpisodeRequested:
+    timeout = timedelta(minutes=settings.rollout.task_timeout_minutes)
+    return EpisodeRequested(
+        episode_id=eid, task=task, iteration=iteration, split=split,
+        max_steps=max_steps_for(task.difficulty, split), deadline=utc_now() + timeout,
+        policy_version=version, interaction_mode=settings.rollout.interaction_mode,
+    )
+
+
+def missing_requests(ids: Sequence[str], requested: Mapping[str, EpisodeRequested],
+                     catalog: Mapping[str, Task]) -> list[str]:
+    """Episode ids not requested yet whose task still exists: none twice, none forgotten."""
+    return [eid for eid in ids if eid not in requested and task_id_of(eid) in catalog]
+
+
+# -- following ------------------------------------------------------------------------
+
+
+def track(state: IterationState, event: Event) -> None:
+    """Count a completion or a score of one of this iteration's episodes (first one wins)."""
+    eid = getattr(event, "episode_id", None)
+    if eid not in state.requests:
+        return
+    if isinstance(event, EpisodeCompleted):
+        state.completed.setdefault(event.episode_id, event)
+    elif isinstance(event, EpisodeScored):
+        state.scored.setdefault(event.episode_id, event)
+
+
+def unfinished(state: IterationState) -> list[str]:
+    """Episodes neither completed nor already asked to cancel."""
+    return [e for e in state.requests if e not in state.completed and e not in state.cancelled]
+
+
+def overdue(state: IterationState, now: datetime, slack_s: float) -> list[str]:
+    """Unfinished episodes whose deadline passed more than `slack_s` ago."""
+    return [e for e in unfinished(state)
+            if (now - state.requests[e].deadline).total_seconds() > slack_s]
+
+
+def grace_begins(state: IterationState, threshold: float) -> bool:
+    done = len(state.completed) / max(1, len(state.requests))
+    return state.grace_started is None and done >= threshold
+
+
+def grace_over(state: IterationState, now: float, grace_period_s: float) -> bool:
+    return state.grace_started is not None and now - state.grace_started >= grace_period_s
+
+
+def all_accounted(state: IterationState, now: float, cancel_wait_s: float) -> bool:
+    """Every episode completed, or was cancelled more than `cancel_wait_s` ago."""
+    given_up = [e for e, t in state.cancelled.items()
+                if e not in state.completed and now - t > cancel_wait_s]
+    return len(state.completed) + len(given_up) >= len(state.requests)
+
+
+def scores_in(state: IterationState, now: float, accounted_at: float,
+              score_wait_s: float) -> bool:
+    """Every completed episode is scored, or we have waited `score_wait_s` for the rest."""
+    scored = all(e in state.scored for e in state.completed)
+    return scored or now - accounted_at > score_wait_s
+
+
+def closing_event(state: IterationState, now: float | None = None) -> IterationClosed:
+    t = state.terminations
+    never_reported = sum(1 for e in state.cancelled if e not in state.completed)
+    return IterationClosed(
+        iteration=state.iteration, split=state.split, requested=len(state.requests),
+        completed=len(state.completed), crashed=t["crashed"], blocked=t["blocked"],
+        cancelled=t["cancelled"] + never_reported, timed_out=t["timeout"],
+        wall_time_s=(time.monotonic() if now is None else now) - state.started,
+    )

@@ -1,0 +1,55 @@
+"""The LLM judge (judge.py): verdict parsing, the evidence it is shown, its failures."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from processors.evaluator.judge import LlmJudge, parse_verdict, render_evidence
+from processors.evaluator.reward import Question
+from tests.unit.processors.evaluator.builders import TASK, step
+from webgym_common.config import load_settings
+
+
+@pytest.mark.parametrize(("reply", "success"), [
+    ("The page shows the price.\nVerdict: SUCCESS", True),
+    ("The answer is not on any page.\nVerdict: NOT SUCCESS", False),
+    ("analysis...\n**Verdict:** not success", False),
+    ("Verdict - success.", True),
+    ("first Verdict: SUCCESS, on reflection\nVerdict: NOT_SUCCESS", False),
+])
+def test_verdict_parsing(reply: str, success: bool) -> None:
+    v = parse_verdict(reply)
+    assert v.success is success and not v.reason
+
+
+@pytest.mark.parametrize(
+    "reply", ["SUCCESS!!! it works", "Verdict: UNSUCCESSFUL", "garbage \x00 ###", "", None])
+def test_an_unparseable_or_missing_verdict_is_not_success_with_the_reason(reply) -> None:
+    v = parse_verdict(reply)
+    assert v.success is False and v.reason
+
+
+def test_the_structured_output_label_is_not_part_of_the_analysis() -> None:
+    v = parse_verdict("Analysis: the price is on the page\nVerdict: SUCCESS")
+    assert v.success and v.analysis == "the price is on the page"
+
+
+def test_blocking_verdicts_use_their_own_labels() -> None:
+    assert parse_verdict("CAPTCHA wall.\nVerdict: BLOCKED", "BLOCKED", "NOT BLOCKED").success
+    assert not parse_verdict("Verdict: NOT BLOCKED", "BLOCKED", "NOT BLOCKED").success
+
+
+def test_evidence_carries_url_title_and_page_text_within_budget() -> None:
+    steps = tuple(replace(step(i), page_text="x" * 900) for i in range(30))
+    text = render_evidence(steps, page_chars=500, budget=3000)
+    assert "Step 29: http://shop.test/29\nTitle: page 29" in text and "Page text:" in text
+    assert "earlier steps left out" in text and len(text) < 3000 + 200
+
+
+async def test_an_unreachable_judge_is_a_recorded_failure() -> None:
+    settings = load_settings(evaluator={"judge": "llm", "base_url": "http://127.0.0.1:9/v1",
+                                        "model": "m", "timeout_s": 2, "retries": 0})
+    verdict = await LlmJudge(settings).ask(Question("criterion_b", "criterion B", TASK, "x"))
+    assert not verdict.success and verdict.failed and "judge failed" in verdict.reason

@@ -1,0 +1,45 @@
+"""A browser worker commits what its holds allow, and only on partitions it still owns."""
+
+from __future__ import annotations
+
+from aiokafka import TopicPartition
+from aiokafka.structs import OffsetAndMetadata
+
+from producers.browser.commits import commit_held
+from producers.browser.offsets import OffsetHolds
+
+P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+class FakeConsumer:
+    def __init__(self, assigned: set[TopicPartition]) -> None:
+        self.assigned = assigned
+        self.commits: list[dict[TopicPartition, OffsetAndMetadata]] = []
+
+    def assignment(self) -> set[TopicPartition]:
+        return self.assigned
+
+    async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        self.commits.append(offsets)
+
+
+async def test_held_offsets_stay_uncommitted_and_moved_partitions_are_left_alone() -> None:
+    holds = OffsetHolds()
+    holds.seen(P0, 4)
+    holds.hold(P0, 5, "running")
+    holds.seen(P0, 6)
+    holds.seen(P1, 9)
+    consumer = FakeConsumer({P0})
+    await commit_held(holds, consumer)
+    assert consumer.commits == [{P0: OffsetAndMetadata(5, "")}]
+    await commit_held(holds, consumer)
+    assert len(consumer.commits) == 1  # nothing moved
+
+
+async def test_only_limits_the_commit_to_the_given_partitions() -> None:
+    holds = OffsetHolds()
+    holds.seen(P0, 1)
+    holds.seen(P1, 2)
+    consumer = FakeConsumer({P0, P1})
+    await commit_held(holds, consumer, only={P1})
+    assert consumer.commits == [{P1: OffsetAndMetadata(3, "")}]

@@ -1,0 +1,75 @@
+"""Set-of-marks numbering from an aria snapshot (observe.parse_marks).
+
+playground.aria.txt is a snapshot recorded from the sandbox's /playground/ page with
+`page.aria_snapshot(mode="ai", boxes=True)` in chromium-headless-shell at 1280x720, the
+call observe() makes; it is kept verbatim.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from producers.browser.observe import parse_marks
+
+RECORDED = (Path(__file__).parent / "playground.aria.txt").read_text(encoding="utf-8")
+
+
+def test_interactive_visible_elements_are_numbered_in_document_order() -> None:
+    marks = parse_marks(RECORDED, max_marks=100)
+    assert [(m.index, m.ref, m.role, m.name) for m in marks] == [
+        (1, "e4", "link", "Playground"),
+        (2, "e5", "link", "All sandbox sites"),
+        (3, "e9", "button", "Press me"),
+        (4, "e10", "button", "Hover target"),
+        (5, "e11", "link", "Next page"),
+        (6, "e12", "link", "Jump to tall section"),
+        (7, "e15", "textbox", "Echo"),
+        (8, "e17", "textbox", "Start here"),  # [active] between name and ref
+        (9, "e18", "button", "Tab target"),
+        # Not an interactive role, but the page made it clickable (cursor=pointer).
+        (10, "e19", "region", "Scroll box"),
+    ]
+
+
+def test_marks_carry_their_boxes() -> None:
+    marks = {m.ref: m for m in parse_marks(RECORDED, max_marks=100)}
+    assert (marks["e9"].x, marks["e9"].y, marks["e9"].width, marks["e9"].height) == (
+        160.0, 148.0, 140.0, 36.0)
+    assert (marks["e19"].x, marks["e19"].y, marks["e19"].width, marks["e19"].height) == (
+        160.0, 310.0, 322.0, 162.0)
+
+
+def test_text_headings_and_unreferenced_lines_get_no_mark() -> None:
+    refs = {m.ref for m in parse_marks(RECORDED, max_marks=100)}
+    # Generic containers, headings, paragraphs, the text-only region and the content info.
+    assert not refs & {"e1", "e2", "e3", "e6", "e7", "e8", "e14", "e20", "e32", "e33", "e34"}
+    assert "Button clicked 0 times" in RECORDED  # the status lines have no ref at all
+
+
+def test_max_marks_keeps_the_first_ones() -> None:
+    assert [m.index for m in parse_marks(RECORDED, max_marks=3)] == [1, 2, 3]
+    assert [m.ref for m in parse_marks(RECORDED, max_marks=3)] == ["e4", "e5", "e9"]
+
+
+def test_quoted_names_hidden_and_boxless_elements() -> None:
+    # Hand-written lines in the snapshot's syntax for cases the playground page lacks.
+    tree = "\n".join([
+        "- list [ref=e1] [box=0,0,800,600]:",
+        # A name holding ": " makes the whole line YAML-quoted.
+        """  - 'link "Sort: price, low to high" [ref=e2] [cursor=pointer] [box=10,20,150,19]'""",
+        r'''  - button "Say \"hi\"" [ref=e3] [box=-5,30.5,60,20.25]''',
+        '  - button "Collapsed" [ref=e4] [box=10,50,0,20]',  # zero width: not visible
+        '  - button "No box" [ref=e5]',
+        '  - checkbox [checked] [ref=e6] [box=1,2,3,4]',  # no name
+    ])
+    marks = parse_marks(tree, max_marks=10)
+    assert [(m.index, m.ref, m.role, m.name) for m in marks] == [
+        (1, "e2", "link", "Sort: price, low to high"),
+        (2, "e3", "button", 'Say "hi"'),
+        (3, "e6", "checkbox", ""),
+    ]
+    assert (marks[1].x, marks[1].y, marks[1].width, marks[1].height) == (-5.0, 30.5, 60.0, 20.25)
+
+
+def test_an_empty_snapshot_has_no_marks() -> None:
+    assert parse_marks("", max_marks=10) == []

@@ -1,0 +1,71 @@
+"""`webgym pipeline up | status` and `webgym rollout`: overrides and the status table."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from infra import pipeline
+from webgym_cli.main import app
+from webgym_common.config import PolicyKind, SamplingStrategy, Settings
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("WEBGYM_INFRA__DATA_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_pipeline_up_passes_its_options_as_overrides(
+    runner: CliRunner, data_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[Settings] = []
+
+    async def up(settings: Settings) -> list[str]:
+        seen.append(settings)
+        return ["browser", "policy"]
+
+    monkeypatch.setenv("WEBGYM_BROWSER__SETTLE_S", "0.7")
+    monkeypatch.setattr(pipeline, "up", up)
+    result = runner.invoke(app, ["pipeline", "up", "--policy", "teacher", "--contexts", "2"])
+    assert result.exit_code == 0, result.output
+    assert f"started: browser, policy (logs in {data_dir / 'logs'})" in result.output
+    (settings,) = seen
+    assert settings.policy.kind == PolicyKind.TEACHER
+    assert settings.browser.contexts == 2 and settings.browser.settle_s == 0.7
+
+
+def test_pipeline_status_shows_each_process(runner: CliRunner, data_dir: Path) -> None:
+    result = runner.invoke(app, ["pipeline", "status"])
+    assert result.exit_code == 1  # nothing runs
+    for name in pipeline.available():
+        line = next(ln for ln in result.output.splitlines() if f" {name} " in ln)
+        assert "stopped" in line
+    # This test's own process stands in for a running, ready history worker.
+    (data_dir / "run").mkdir()
+    (data_dir / "run" / "pipeline-history.pid").write_text(str(os.getpid()))
+    (data_dir / "run" / "pipeline-history.ready").write_text("ready")
+    (data_dir / "run" / "pipeline-metrics.pid").write_text(str(os.getpid()))
+    result = runner.invoke(app, ["pipeline", "status"])
+    lines = result.output.splitlines()
+    history = next(ln for ln in lines if " history " in ln)
+    metrics = next(ln for ln in lines if " metrics " in ln)
+    assert str(os.getpid()) in history and "ready" in history
+    assert str(os.getpid()) in metrics and "starting" in metrics
+    assert result.exit_code == 1  # not all are ready
+
+
+def test_rollout_strategy_is_an_override(
+    runner: CliRunner, fake_module: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = fake_module("producers.controller.run", "rollout")
+    monkeypatch.setattr("asyncio.run", lambda coro: coro)  # the stand-in is not a coroutine
+    result = runner.invoke(app, ["rollout", "--split", "test", "--strategy", "ratio"])
+    assert result.exit_code == 0, result.output
+    settings, split, per_iteration, iterations, _ = calls["rollout"]
+    assert settings.rollout.strategy == SamplingStrategy.RATIO
+    assert (split, per_iteration, iterations) == ("test", 32, 1)

@@ -1,0 +1,96 @@
+"""`webgym worker ...`: options are enums laid over the settings, never written into them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from webgym_cli.main import app
+from webgym_common.config import JudgeKind, PolicyKind, get_settings
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (["worker", "policy", "--kind", "bogus"], "--kind"),
+    (["worker", "evaluator", "--judge", "bogus"], "--judge"),
+    (["pipeline", "up", "--policy", "bogus"], "--policy"),
+    (["run", "--policy", "bogus"], "--policy"),
+    (["rollout", "--split", "bogus"], "--split"),
+    (["rollout", "--strategy", "bogus"], "--strategy"),
+])
+def test_a_wrong_choice_is_a_usage_error_naming_the_allowed_values(
+    runner: CliRunner, fake_module: Callable[..., dict[str, Any]], args: list[str], option: str,
+) -> None:
+    calls = fake_module("processors.policy.app", "run_policy_worker")
+    calls.update(fake_module("processors.evaluator.app", "run_evaluator_worker"))
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if "Invalid value" in line]
+    assert len(errors) == 1 and option in errors[0] and "'bogus' is not one of" in errors[0]
+    assert "Traceback" not in result.output
+    assert not calls  # nothing ran
+
+
+def test_policy_kind_is_an_override_and_keeps_the_other_policy_settings(
+    runner: CliRunner, fake_module: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WEBGYM_POLICY__KIND", "vllm")
+    monkeypatch.setenv("WEBGYM_POLICY__BASE_URL", "http://gpu-box:8000/v1")
+    calls = fake_module("processors.policy.app", "run_policy_worker")
+    cached = get_settings()
+    result = runner.invoke(app, ["worker", "policy", "--kind", "teacher"])
+    assert result.exit_code == 0, result.output
+    (settings,) = calls["run_policy_worker"]
+    assert settings.policy.kind == PolicyKind.TEACHER
+    assert settings.policy.base_url == "http://gpu-box:8000/v1"
+    assert "policy processor: teacher at http://gpu-box:8000/v1" in result.output
+    assert cached.policy.kind == PolicyKind.VLLM  # the cached settings are untouched
+
+
+def test_without_options_the_worker_runs_the_cached_settings(
+    runner: CliRunner, fake_module: Callable[..., dict[str, Any]],
+) -> None:
+    calls = fake_module("processors.evaluator.app", "run_evaluator_worker")
+    result = runner.invoke(app, ["worker", "evaluator"])
+    assert result.exit_code == 0, result.output
+    assert calls["run_evaluator_worker"] == (get_settings(),)
+
+
+def test_judge_override_reaches_the_evaluator(
+    runner: CliRunner, fake_module: Callable[..., dict[str, Any]],
+) -> None:
+    calls = fake_module("processors.evaluator.app", "run_evaluator_worker")
+    result = runner.invoke(app, ["worker", "evaluator", "--judge", "llm"])
+    assert result.exit_code == 0, result.output
+    (settings,) = calls["run_evaluator_worker"]
+    assert settings.evaluator.judge == JudgeKind.LLM
+    assert "evaluator: llm judge at " in result.output
+
+
+def test_browser_worker_prints_its_group_from_the_registry(
+    runner: CliRunner, fake_module: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WEBGYM_KAFKA__TOPIC_PREFIX", "t42")
+    calls = fake_module("producers.browser.worker", "run_browser_worker")
+    monkeypatch.setattr("asyncio.run", lambda coro: coro)  # the stand-in is not a coroutine
+    result = runner.invoke(app, ["worker", "browser", "--contexts", "3"])
+    assert result.exit_code == 0, result.output
+    assert "browser worker: 3 contexts, group t42-browsers" in result.output
+    (settings,) = calls["run_browser_worker"]
+    assert settings.browser.contexts == 3 and settings.kafka.topic_prefix == "t42"
+
+
+def test_a_bad_setting_is_one_error_line(
+    runner: CliRunner, fake_module: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WEBGYM_POLICY__MAX_INFLIGHT", "many")
+    fake_module("processors.policy.app", "run_policy_worker")
+    result = runner.invoke(app, ["worker", "policy", "--kind", "teacher"])
+    assert result.exit_code == 1
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert result.output.startswith("error: setting WEBGYM_POLICY__MAX_INFLIGHT = 'many'")

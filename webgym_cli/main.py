@@ -1,0 +1,37 @@
+"""`webgym`: the typer app, its --verbose flag, and one command group per module.
+
+Each group's module imports only typer, rich and the settings at import time; the
+layers a command drives (infra, producers, processors, consumers) are imported
+inside that command, so `webgym --help` and every other command stay light.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from webgym_cli import infra, pipeline, rollout, sandbox, tasks, topics, worker
+
+app = typer.Typer(help="WebGym Stream: RL for web agents over Kafka.", no_args_is_help=True)
+app.add_typer(rollout.app)  # rollout, run, drive, export: top-level commands
+app.add_typer(pipeline.app, name="pipeline")
+app.add_typer(infra.app, name="infra")
+app.add_typer(topics.app, name="topics")
+app.add_typer(worker.app, name="worker")
+app.add_typer(sandbox.app, name="sandbox")
+app.add_typer(tasks.app, name="tasks")
+
+
+@app.callback()
+def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at INFO.")) -> None:
+    setup_logging(verbose)
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # aiokafka logs every retried request at WARNING/ERROR; they are normal at start-up.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL if not verbose else logging.WARNING)

@@ -1,0 +1,130 @@
+"""`webgym rollout | run | drive | export`: the top-level commands that drive episodes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import Progress
+from rich.table import Table
+
+from webgym_cli.common import SANDBOX_TASKS, console, one_line_errors, settings_with
+from webgym_common.config import PolicyKind, SamplingStrategy, Split, get_settings
+
+app = typer.Typer()
+
+
+@app.command("rollout")
+@one_line_errors
+def rollout_command(
+    split: Split = typer.Option(Split.TRAIN, help="Which tasks to sample."),
+    tasks_per_iteration: int = typer.Option(32, help="Episodes per iteration."),
+    iterations: int = typer.Option(1, help="Iterations to run."),
+    strategy: SamplingStrategy | None = typer.Option(
+        None, help="Sampling (default: WEBGYM_ROLLOUT__STRATEGY)."),
+) -> None:
+    """Run rollout iterations: sample, request, follow with live progress, print metrics."""
+    from producers.controller.run import rollout
+
+    settings = settings_with(rollout={"strategy": strategy})
+    asyncio.run(rollout(settings, split.value, tasks_per_iteration, iterations, console))
+
+
+@app.command("run")
+@one_line_errors
+def run(
+    policy: PolicyKind = typer.Option(
+        PolicyKind.TEACHER, help="teacher (fast) or vllm (SmolLM2 on the CPU)."),
+    tasks_per_iteration: int = typer.Option(32),
+    iterations: int = typer.Option(2),
+) -> None:
+    """The main job: stack up, sandbox tasks loaded, pipeline up, training rollouts, export."""
+    from consumers.archiver import export_iteration
+    from infra import pipeline, stack
+    from producers.catalog import run_tasks_load
+    from producers.controller.run import rollout
+    from webgym_common.admin import create_topics
+
+    settings = settings_with(policy={"kind": policy})
+    with console.status("starting the embedded stack") as status:
+        asyncio.run(stack.up(settings, on_step=status.update,
+                             with_vllm=policy == PolicyKind.VLLM))
+        status.update("creating topics")
+        asyncio.run(create_topics(settings))
+    asyncio.run(run_tasks_load(settings, Path(SANDBOX_TASKS), console))
+    with console.status("starting the pipeline processes"):
+        asyncio.run(pipeline.up(settings))
+    metrics = asyncio.run(rollout(settings, "train", tasks_per_iteration, iterations, console))
+    for m in metrics:
+        result = asyncio.run(export_iteration(settings, m.iteration))
+        console.print(f"exported {result.episodes} episodes of iteration {m.iteration} "
+                      f"to {result.path}")
+
+
+@app.command("drive")
+@one_line_errors
+def drive_reference(
+    task_ids: list[str] = typer.Argument(None, help="Task ids (default: every task in the file)."),
+    tasks_file: Path = typer.Option(Path(SANDBOX_TASKS), "--tasks", help="JSONL task file."),
+    timeout_s: float = typer.Option(300.0, "--timeout", help="Seconds for all episodes."),
+) -> None:
+    """Run tasks end to end through Kafka, feeding their reference actions as ActionChosen."""
+    from producers.drive_reference import drive, episode_request
+    from webgym_common.bus import EventProducer
+    from webgym_common.tasks import read_task_file
+
+    settings = get_settings()
+    tasks, bad = read_task_file(tasks_file)
+    for b in bad:
+        console.print(f"[yellow]skipped line {b.line_number}:[/yellow] {b.reason}")
+    chosen = [t for t in tasks if not task_ids or t.task_id in task_ids]
+    if not chosen:
+        raise typer.BadParameter(f"no such task in {tasks_file}: {task_ids}")
+    requests = [episode_request(t, timeout_s=timeout_s) for t in chosen]
+
+    async def go() -> list[Any]:
+        async with EventProducer(settings, client_id="drive") as producer:
+            with Progress(console=console) as progress:
+                bar = progress.add_task("episodes", total=len(requests))
+                done: set[str] = set()
+
+                def tick(ep: Any) -> None:
+                    if ep.completed and ep.episode_id not in done:
+                        done.add(ep.episode_id)
+                        progress.advance(bar)
+
+                return await drive(settings, requests, producer, timeout_s, on_event=tick)
+
+    results = asyncio.run(go())
+    table = Table(title="reference episodes through Kafka")
+    for col in ("task", "steps", "termination", "answer", "expected", "screenshots"):
+        table.add_column(col)
+    solved = 0
+    for ep in results:
+        c = ep.completed
+        ok = c is not None and c.termination == "answer" and c.answer == ep.task.definite_answer
+        solved += ok
+        table.add_row(ep.task.task_id, str(c.steps if c else "-"),
+                      c.termination if c else "no end", (c.answer if c else "") or "",
+                      ep.task.definite_answer or "", str(len(ep.observations)))
+    console.print(table)
+    console.print(f"{solved}/{len(results)} answered as expected")
+
+
+@app.command("export")
+@one_line_errors
+def export(
+    iteration: int = typer.Option(..., "--iteration", help="Iteration to export."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Directory (default: <infra.data_dir>/trajectories)."),
+    rank: int | None = typer.Option(
+        None, "--rank", help="Node rank, for iteration{N}_rank_{R}.avro."),
+) -> None:
+    """Write an iteration's scored episodes to an Avro container file (zstandard)."""
+    from consumers.archiver import export_iteration
+
+    result = asyncio.run(export_iteration(get_settings(), iteration, out, rank))
+    console.print(f"exported {result.episodes} episodes of iteration {iteration} "
+                  f"to {result.path}", highlight=False)

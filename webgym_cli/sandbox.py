@@ -1,0 +1,20 @@
+"""`webgym sandbox up`: the offline sandbox web sites in the foreground."""
+
+from __future__ import annotations
+
+import typer
+
+from webgym_common.config import get_settings
+
+app = typer.Typer(help="The offline sandbox web sites.", no_args_is_help=True)
+
+
+@app.command("up")
+def sandbox_up(
+    port: int | None = typer.Option(None, help="Port (default: WEBGYM_INFRA__SANDBOX_PORT)."),
+) -> None:
+    """Serve the sandbox web sites in the foreground (`infra up` runs them in the background)."""
+    from infra.sandbox.app import main as serve
+
+    settings = get_settings()
+    serve(settings.infra.host, port or settings.infra.sandbox_port)

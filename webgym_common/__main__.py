@@ -1,3 +1,0 @@
-from webgym_common.cli import app
-
-app(prog_name="webgym")

@@ -1,0 +1,161 @@
+"""WebGym's per-iteration rollout metrics: their definitions and their files.
+
+crashed_rate is over all episodes, blocked_rate over the non-crashed ones, and
+success_rate, avg_steps, avg_chars_per_response and goback_rate over the
+episodes that neither crashed nor were blocked. goback_rate pools the iteration:
+GoBack actions / steps; avg_chars_per_response is the mean length of the
+trajectory entries' raw_response. An episode id counts once (first record wins).
+
+The record is the compacted webgym.metrics (key: iteration); the CSV (one row per
+iteration) and the PNG plot beside it are rewritten from that whole table. Both the
+metrics processor and `webgym rollout` (when no metrics processor runs) write them.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from rich.console import Console
+from rich.table import Table
+
+from webgym_common.actions import parse_action
+from webgym_common.bus import EventProducer, read_compacted
+from webgym_common.config import Settings
+from webgym_common.events import EpisodeScored, RolloutMetrics
+from webgym_common.history import is_success
+from webgym_common.topics import Topic
+
+METRICS = ("crashed_rate", "blocked_rate", "success_rate", "avg_steps",
+           "avg_chars_per_response", "goback_rate")
+CSV_COLUMNS = ("iteration", "split", "episodes", *METRICS, "evaluator_version")
+
+
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """What the metrics need of one episode (the process keeps these, not trajectories)."""
+
+    episode_id: str
+    split: str
+    crashed: bool
+    blocked: bool
+    success: bool
+    steps: int
+    responses: int
+    response_chars: int
+    gobacks: int
+    evaluator_version: str
+
+
+def summarize(e: EpisodeScored) -> EpisodeSummary:
+    return EpisodeSummary(
+        episode_id=e.episode_id, split=e.split, crashed=e.crashed, blocked=e.is_blocked,
+        success=is_success(e.reward), steps=e.steps, responses=len(e.trajectory),
+        response_chars=sum(len(s.raw_response) for s in e.trajectory),
+        gobacks=sum(parse_action(s.action_string).kind == "GoBack" for s in e.trajectory),
+        evaluator_version=e.evaluator_version,
+    )
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else 0.0
+
+
+def metrics_from(iteration: int, split: str, eps: list[EpisodeSummary]) -> RolloutMetrics:
+    ok = [e for e in eps if not e.crashed]
+    valid = [e for e in ok if not e.blocked]
+    steps = sum(e.steps for e in valid)
+    return RolloutMetrics(
+        iteration=iteration, split=split, episodes=len(eps),
+        crashed_rate=_ratio(len(eps) - len(ok), len(eps)),
+        blocked_rate=_ratio(sum(e.blocked for e in ok), len(ok)),
+        success_rate=_ratio(sum(e.success for e in valid), len(valid)),
+        avg_steps=_ratio(steps, len(valid)),
+        avg_chars_per_response=_ratio(sum(e.response_chars for e in valid),
+                                      sum(e.responses for e in valid)),
+        goback_rate=_ratio(sum(e.gobacks for e in valid), steps),
+        evaluator_version=",".join(sorted({e.evaluator_version for e in eps})),
+    )
+
+
+def compute_metrics(iteration: int, split: str, scored: list[EpisodeScored]) -> RolloutMetrics:
+    """Metrics of one iteration and split; other iterations' episodes and repeats are ignored."""
+    first: dict[str, EpisodeSummary] = {}
+    for e in scored:
+        if e.iteration == iteration and e.split == split and e.episode_id not in first:
+            first[e.episode_id] = summarize(e)
+    return metrics_from(iteration, split, list(first.values()))
+
+
+def same_numbers(a: RolloutMetrics, b: RolloutMetrics | None) -> bool:
+    skip = {"event_id", "produced_at"}
+    return b is not None and a.model_dump(exclude=skip) == b.model_dump(exclude=skip)
+
+
+async def load_metrics_table(
+    settings: Settings, producer: EventProducer
+) -> dict[int, RolloutMetrics]:
+    """iteration -> latest RolloutMetrics on webgym.metrics."""
+    table = await read_compacted(settings, Topic.METRICS, producer)
+    return {int(k): v for k, v in table.items() if isinstance(v, RolloutMetrics)}
+
+
+# -- the files ------------------------------------------------------------------------
+
+
+def default_csv_path(settings: Settings) -> Path:
+    return Path(settings.infra.data_dir) / "metrics" / "metrics.csv"
+
+
+def write_outputs(table: dict[int, RolloutMetrics], csv_path: Path) -> None:
+    """Rewrite the PNG (beside the CSV) and then the CSV from the whole table, atomically.
+
+    The CSV goes last, so a reader that sees a row also finds the plot that shows it.
+    """
+    rows = [table[it] for it in sorted(table)]
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    plot_metrics(rows, csv_path.with_suffix(".png"))
+    tmp = csv_path.with_suffix(".csv.tmp")
+    with tmp.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(CSV_COLUMNS)
+        for m in rows:
+            writer.writerow([getattr(m, c) for c in CSV_COLUMNS])
+    os.replace(tmp, csv_path)
+
+
+def plot_metrics(rows: list[RolloutMetrics], png_path: Path) -> None:
+    fig = Figure(figsize=(12, 6.5), layout="constrained")
+    FigureCanvasAgg(fig)  # the Agg renderer, explicitly: no display, no global pyplot state
+    its = [m.iteration for m in rows]
+    for i, (name, ax) in enumerate(zip(METRICS, fig.subplots(2, 3).flat, strict=True)):
+        ax.plot(its, [getattr(m, name) for m in rows], marker="o", color=f"C{i}")
+        ax.set_title(name)
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+    fig.suptitle("WebGym rollout metrics")
+    tmp = png_path.with_suffix(".png.tmp")
+    fig.savefig(tmp, format="png", dpi=80)
+    os.replace(tmp, png_path)
+
+
+def print_metrics(
+    metrics: RolloutMetrics | Iterable[RolloutMetrics], console: Console | None = None
+) -> None:
+    rows = [metrics] if isinstance(metrics, RolloutMetrics) else list(metrics)
+    table = Table(title="rollout metrics")
+    for col in ("iteration", "split", "episodes", *METRICS):
+        table.add_column(col, justify="right")
+    for m in rows:
+        table.add_row(str(m.iteration), m.split, str(m.episodes),
+                      *(f"{getattr(m, c):.3f}" for c in METRICS))
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # a worker's log: don't squeeze the headers to 80 columns
+            console.width = 160
+    console.print(table)
