@@ -24,7 +24,7 @@ class Component:
     ports: list[int]
     address: str
     version: Callable[[], str]
-    start: Callable[[ManagedProcess], None]
+    start: Callable[[ManagedProcess], object]
     healthy: Callable[[], Awaitable[bool]]
     after_start: Callable[[], Awaitable[None]] | None = None
 

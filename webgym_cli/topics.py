@@ -28,13 +28,13 @@ def topics_create() -> None:
 @app.command("list")
 @one_line_errors
 def topics_list() -> None:
-    """Show the registry: names, partitions, cleanup policy, retention."""
-    from webgym_common.topics import topic_specs
+    """Show the registry: names, partitions, cleanup policy, retention (faust's topics too)."""
+    from webgym_common.topics import all_topic_specs
 
     table = Table(title="topic registry")
     for col in ("topic", "partitions", "cleanup", "retention.ms", "events"):
         table.add_column(col)
-    for spec in topic_specs(get_settings().kafka).values():
+    for spec in all_topic_specs(get_settings().kafka):
         table.add_row(spec.name, str(spec.partitions), spec.cleanup_policy,
-                      str(spec.retention_ms), ", ".join(spec.value_types))
+                      str(spec.retention_ms), ", ".join(spec.value_types) or "(faust state)")
     console.print(table)

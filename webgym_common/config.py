@@ -56,6 +56,14 @@ class Split(StrEnum):
     TEST = "test"
 
 
+class Band(StrEnum):
+    """WebGym's difficulty bands: easy 1-3, medium 4-6, hard 7+ (tasks.band_of)."""
+
+    EASY = "easy"
+    MEDIUM = "medium"
+    HARD = "hard"
+
+
 class ScreenshotFormat(StrEnum):
     PNG = "png"
     JPEG = "jpeg"
@@ -269,8 +277,8 @@ class RolloutSettings(BaseModel):
 
     strategy: SamplingStrategy = SamplingStrategy.ATTEMPT
     # Shares per difficulty band for the ratio strategy.
-    ratios: dict[str, float] = Field(
-        default_factory=lambda: {"easy": 0.4, "medium": 0.4, "hard": 0.2}
+    ratios: dict[Band, float] = Field(
+        default_factory=lambda: {Band.EASY: 0.4, Band.MEDIUM: 0.4, Band.HARD: 0.2}
     )
     task_timeout_minutes: float = Field(20.0, gt=0)
     completion_threshold: float = Field(0.95, gt=0, le=1)

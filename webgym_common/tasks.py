@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from webgym_common.config import Band
 from webgym_common.events import Task
 
 _TASK_FIELDS = set(Task.model_fields) - {"event_id", "produced_at", "schema_version"}
@@ -61,14 +61,6 @@ def read_task_file(path: Path) -> tuple[list[Task], list[BadLine]]:
             except TaskLineError as err:
                 bad.append(BadLine(number, str(err)))
     return tasks, bad
-
-
-class Band(StrEnum):
-    """WebGym's difficulty bands: easy 1-3, medium 4-6, hard 7+."""
-
-    EASY = "easy"
-    MEDIUM = "medium"
-    HARD = "hard"
 
 
 def band_of(difficulty: int) -> Band:

@@ -128,7 +128,7 @@ def _build() -> list[Thread]:
             count = 1 if board == "staff" else rng.randint(2, 6)
             month, day = rng.randint(1, 12), rng.randint(1, 28)
             has_accepted = board in ("python", "hardware")
-            posts = []
+            posts: list[Post] = []
             for n in range(1, count + 1):
                 author = "erin" if board == "staff" else rng.choice(names)
                 if n > 1 and author == posts[0].author:

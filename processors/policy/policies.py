@@ -11,9 +11,10 @@ import base64
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from openai import APIConnectionError, APITimeoutError, AsyncOpenAI, InternalServerError
+from openai.types.chat import ChatCompletionMessageParam
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from webgym_common.actions import format_action, reply_regex
@@ -94,7 +95,8 @@ class VllmPolicy:
         ):
             with attempt:
                 resp = await self.client.chat.completions.create(
-                    model=self.model, messages=messages, max_tokens=self.cfg.max_tokens,
+                    model=self.model, messages=cast(list[ChatCompletionMessageParam], messages),
+                    max_tokens=self.cfg.max_tokens,
                     temperature=self.cfg.temperature, extra_body=extra or None,
                 )
         latency = (time.perf_counter() - started) * 1000

@@ -53,7 +53,7 @@ def sample_tasks(
     strategy: str = "attempt",
     history: Mapping[str, TaskHistory] | None = None,
     blocked_domains: set[str] | None = None,
-    ratios: Mapping[str, float] | None = None,
+    ratios: Mapping[Band, float] | None = None,
     rng: random.Random | None = None,
 ) -> list[Task]:
     rng = rng or random.Random()

@@ -13,7 +13,7 @@ from producers.drive_reference import episode_request
 from tests.support.launch import PipelineProcess
 from webgym_common.actions import format_action, parse_action
 from webgym_common.bus import EventConsumer, EventProducer, read_events
-from webgym_common.config import Settings
+from webgym_common.config import JudgeKind, Settings
 from webgym_common.events import (
     ActionChosen,
     DomainBlocked,
@@ -141,8 +141,8 @@ async def test_llm_judge_records_parsed_verdicts_for_criteria_a_and_b(
     vllm_base: Settings,
 ) -> None:
     model = vllm_base.policy.model
-    await ready(start_evaluator(judge="llm", base_url=vllm_base.policy.base_url, model=model,
-                                structured_output=True, timeout_s=180,
+    await ready(start_evaluator(judge=JudgeKind.LLM, base_url=vllm_base.policy.base_url,
+                                model=model, structured_output=True, timeout_s=180,
                                 evidence_chars=4000, page_text_chars=1200))
     start_worker(2)
     await ready(start_policy("teacher"))

@@ -1,4 +1,4 @@
-"""Shared fixtures: one real embedded stack (Kafka + MinIO) per test session.
+"""Integration fixtures: one real embedded stack (Kafka + MinIO) per test session.
 
 The stack binds free ports and keeps its data in a temporary directory, while the
 jar and binary caches are the ordinary ones (~/.cache/webgym or WEBGYM_HOME), so a
