@@ -11,8 +11,8 @@ import asyncio
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
-from producers.browser.offsets import OffsetHolds
 from producers.browser.routing import offsets_to_commit
+from webgym_common.offsets import OffsetHolds
 
 
 async def commit_held(holds: OffsetHolds, consumer: AIOKafkaConsumer,

@@ -28,13 +28,13 @@ from producers.browser.browser_pool import BrowserPool
 from producers.browser.commits import commit_every, commit_held
 from producers.browser.control import follow_cancels
 from producers.browser.episode import HANDOVER, EpisodeRunner
-from producers.browser.offsets import OffsetHolds
 from producers.browser.session import EpisodeSession
 from webgym_common.bus import EventConsumer, EventProducer, Received
 from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, CancelEpisode, EpisodeRequested
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.objectstore import ObjectStore
+from webgym_common.offsets import OffsetHolds
 from webgym_common.topics import Group, Topic, group_id
 
 log = logging.getLogger(__name__)

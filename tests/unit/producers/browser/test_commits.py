@@ -6,7 +6,7 @@ from aiokafka import TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from producers.browser.commits import commit_held
-from producers.browser.offsets import OffsetHolds
+from webgym_common.offsets import OffsetHolds
 
 P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -10,7 +10,7 @@ import random
 
 from aiokafka import TopicPartition
 
-from producers.browser.offsets import OffsetHolds
+from webgym_common.offsets import OffsetHolds
 
 P0, P1 = TopicPartition("webgym.episodes", 0), TopicPartition("webgym.actions", 0)
 
