@@ -27,6 +27,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from bench.direct import open_observed_page
+from bench.machine import describe_machine
 from infra import stack
 from producers.browser.browser_pool import BrowserPool
 from producers.browser.execute import execute
@@ -136,6 +137,7 @@ async def direct(settings: Settings, pages: int, steps: int, progress) -> tuple[
 
 
 def main(steps_per_episode: int = 15) -> None:
+    console.print(describe_machine())
     settings = get_settings()
     asyncio.run(stack.up(settings))
     fmt = settings.browser.screenshot_format

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from bench.machine import describe_machine
 from infra import stack
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventConsumer, EventProducer
@@ -125,6 +126,7 @@ def codec_cost(n: int = 2000) -> tuple[float, float, int]:
 
 
 def main(latency_n: int = 500, throughput_n: int = 5000) -> None:
+    console.print(describe_machine())
     base = get_settings()
     asyncio.run(stack.up(base, only=["kafka", "minio"]))
     kafka = base.kafka.model_copy(update={"topic_prefix": f"bench{uuid.uuid4().hex[:6]}"})

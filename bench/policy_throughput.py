@@ -24,6 +24,7 @@ from openai import AsyncOpenAI
 from rich.console import Console
 from rich.table import Table
 
+from bench.machine import describe_machine
 from infra import stack
 from tests.support.launch import PipelineProcess
 from webgym_common.actions import reply_regex
@@ -143,6 +144,7 @@ async def direct(settings: Settings, inflight: int, steps: int) -> dict[str, flo
 
 
 def main(steps: int = 4) -> None:
+    console.print(describe_machine())
     settings = get_settings()
     asyncio.run(stack.up(settings, with_vllm=True))
     table = Table(title=f"policy throughput (SmolLM2-135M on vLLM CPU, {steps} steps/episode)")

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.direct import open_observed_page
+from bench.machine import describe_machine
 from infra import pipeline, stack
 from producers.browser.browser_pool import BrowserPool
 from producers.browser.execute import ActionFailed, execute
@@ -96,6 +97,7 @@ async def naive(settings: Settings, tasks: list[Task], delay_s: float) -> tuple[
 
 
 def main(tasks: int = 64, contexts: int = 8) -> None:
+    console.print(describe_machine())
     settings = get_settings()
     asyncio.run(stack.up(settings))
     table = Table(title=f"one rollout iteration of {tasks} sandbox tasks (teacher forcing)")

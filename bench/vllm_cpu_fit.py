@@ -27,20 +27,14 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.machine import describe_machine  # noqa: E402
+from bench.policy_throughput import MARKS, TASK  # noqa: E402
 from infra import vllm_server  # noqa: E402
 from infra.procs import ManagedProcess, free_port  # noqa: E402
 from webgym_common.actions import reply_regex  # noqa: E402
 from webgym_common.config import Settings, load_settings  # noqa: E402
-from webgym_common.events import Mark  # noqa: E402
 from webgym_common.prompts import EpisodeContext, build_messages  # noqa: E402
 
 console = Console()
-NAMES = ["Search products", "Phones", "Laptops", "Cameras", "Monitors", "Audio", "Cart",
-         "Cobalt Pulse 311", "Acme Lumen 964", "Cobalt Atlas 320", "Price: low to high",
-         "Brand", "Next page", "Sign in", "Help", "Deals", "Contact", "About", "Careers", "Blog"]
-MARKS = [Mark(index=i + 1, ref=f"e{i + 1}", role="searchbox" if i == 0 else "link", name=n,
-              x=10, y=20 * i, width=100, height=18) for i, n in enumerate(NAMES)]
-TASK = "What is the price of the Cobalt Pulse 311 phone on Gadget Depot?"
 LEVELS = (1, 8, 16)
 
 
