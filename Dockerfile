@@ -42,5 +42,11 @@ RUN if [ -f requirements.lock ]; then \
         pip install -e .; \
     fi
 
+# The pipeline runs as an unprivileged user: Chromium renders untrusted pages
+# (with --no-sandbox, since a container has no user namespaces for its own
+# sandbox), so a compromised renderer must not be root in the container.
+RUN useradd --create-home --uid 10001 webgym
+USER webgym
+
 ENTRYPOINT ["webgym"]
 CMD ["--help"]

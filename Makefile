@@ -1,6 +1,6 @@
 # The two commands of the README (run, test), plus the contributor's fast loop
 # (unit) and the static checks (lint). All but unit install what they need first.
-.PHONY: run test unit lint bench install
+.PHONY: run test unit lint bench install chaos
 
 install:
 	bash infra/bootstrap.sh
@@ -8,9 +8,16 @@ install:
 run: install
 	.venv/bin/webgym run
 
-# The whole suite: unit tests and the integration tests against the real stack.
+# The whole suite: unit tests and the integration tests against the real stack, with the
+# fast subset of the chaos suite (tests marked chaos_fast).
 test: install
 	bash infra/run_tests.sh -q -p no:cacheprovider
+
+# Every chaos scenario (tests/chaos: SIGKILL of each process at several moments, rebalance,
+# MinIO/Kafka/vLLM outages, bad input at volume); long (most of an hour on 2 cores). Prints
+# the table and writes it as markdown (WEBGYM_CHAOS_TABLE, default under pytest's temp dir).
+chaos: install
+	WEBGYM_CHAOS=all bash infra/run_tests.sh tests/chaos -q -p no:cacheprovider
 
 # Unit tests only: needs nothing but the venv, starts no server, under a minute.
 unit:
@@ -24,4 +31,4 @@ lint: install
 	.venv/bin/python -m webgym_common.codegen --check
 
 bench: install
-	.venv/bin/python bench/bus_roundtrip.py
+	.venv/bin/python -m bench.bus_roundtrip

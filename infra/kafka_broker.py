@@ -1,4 +1,11 @@
-"""Embedded Apache Kafka: a KRaft single node from Maven Central jars, on 127.0.0.1."""
+"""Embedded Apache Kafka from Maven Central jars, on 127.0.0.1: one KRaft node or a cluster.
+
+Each node is a broker and a controller (combined mode); with `infra.brokers` = N the
+N nodes form the controller quorum (static voters), are formatted with one cluster id,
+and keep their own ports, data directory, log and pid file. Up to 3 replicas of every
+topic, internal ones included, with min.insync.replicas = replicas - 1 (capped at 2):
+an acknowledged write (acks=all) survives the loss of any one node.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +13,14 @@ import asyncio
 import base64
 import subprocess
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient
 
 from infra.procs import InfraError, ManagedProcess, port_is_listening, require_tool
 from webgym_common.config import InfraSettings
+from webgym_common.topics import min_insync_replicas
 
 HERE = Path(__file__).resolve().parent / "kafka"
 
@@ -45,24 +54,65 @@ def fetch_jars(infra: InfraSettings) -> Path:
     return lib
 
 
-def server_properties(infra: InfraSettings, log_dirs: Path) -> str:
-    host, port, ctl = infra.host, infra.kafka_port, infra.kafka_controller_port
+@dataclass(frozen=True)
+class Node:
+    """One Kafka process: a broker and a KRaft controller (combined mode)."""
+
+    node_id: int
+    name: str  # its process name: "kafka" alone, "kafka-<id>" in a cluster
+    port: int
+    controller_port: int
+
+
+def nodes(infra: InfraSettings, brokers: int | None = None) -> list[Node]:
+    """The embedded stack's Kafka nodes (`brokers` of them: default the settings')."""
+    if brokers is not None and brokers != infra.brokers:
+        infra = infra.model_copy(update={"brokers": brokers})
+    pairs = infra.kafka_node_ports()
+    return [
+        Node(k, "kafka" if len(pairs) == 1 else f"kafka-{k}", port, ctl)
+        for k, (port, ctl) in enumerate(pairs, start=1)
+    ]
+
+
+def node_dir(infra: InfraSettings, node: Node) -> Path:
+    return infra.data_dir / node.name
+
+
+def heap(infra: InfraSettings) -> str:
+    return infra.kafka_heap if infra.brokers == 1 else infra.kafka_cluster_heap
+
+
+def server_properties(infra: InfraSettings, node: Node, cluster: list[Node], log_dirs: Path) -> str:
+    """One node's configuration; every node of `cluster` is a voter of the controller quorum."""
+    host = infra.host
+    rf = min(len(cluster), 3)
+    isr = min_insync_replicas(rf)
+    voters = ",".join(f"{n.node_id}@{host}:{n.controller_port}" for n in cluster)
     return "\n".join([
         "process.roles=broker,controller",
-        "node.id=1",
-        f"controller.quorum.voters=1@{host}:{ctl}",
-        f"listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{ctl}",
-        f"advertised.listeners=PLAINTEXT://{host}:{port}",
+        f"node.id={node.node_id}",
+        f"controller.quorum.voters={voters}",
+        f"listeners=PLAINTEXT://{host}:{node.port},CONTROLLER://{host}:{node.controller_port}",
+        f"advertised.listeners=PLAINTEXT://{host}:{node.port}",
         "controller.listener.names=CONTROLLER",
         "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "inter.broker.listener.name=PLAINTEXT",
         f"log.dirs={log_dirs}",
-        # One node: internal topics cannot have more than one replica.
-        "offsets.topic.replication.factor=1",
+        # Up to 3 replicas of everything, and acks=all needs all but one of them: one
+        # broker may die without losing an acknowledged write or stopping the writers.
+        f"default.replication.factor={rf}",
+        f"min.insync.replicas={isr}",
+        f"offsets.topic.replication.factor={rf}",
         "offsets.topic.num.partitions=8",
-        "transaction.state.log.replication.factor=1",
-        "transaction.state.log.min.isr=1",
-        "share.coordinator.state.topic.replication.factor=1",
+        f"transaction.state.log.replication.factor={rf}",
+        f"transaction.state.log.min.isr={isr}",
+        f"share.coordinator.state.topic.replication.factor={rf}",
+        # A replica that lost data must never become leader.
+        "unclean.leader.election.enable=false",
+        # A dead node is fenced (its partitions move) after 6 s instead of 9.
+        "broker.heartbeat.interval.ms=1000",
+        "broker.session.timeout.ms=6000",
         # Consumers join at once instead of waiting 3 s for more members.
         "group.initial.rebalance.delay.ms=0",
         # Topics come from the registry (`webgym topics create`), never by accident.
@@ -73,31 +123,52 @@ def server_properties(infra: InfraSettings, log_dirs: Path) -> str:
     ])
 
 
-def _cluster_id() -> str:
+def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def formatted_cluster_id(meta_properties: str) -> str | None:
+    """The cluster.id in a formatted node's meta.properties."""
+    for line in meta_properties.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "cluster.id":
+            return value.strip()
+    return None
+
+
+def cluster_id(infra: InfraSettings, cluster: list[Node]) -> str:
+    """The id some node of the cluster was formatted with, or a new one: all must share it."""
+    for n in cluster:
+        meta = node_dir(infra, n) / "log" / "meta.properties"
+        if meta.exists() and (found := formatted_cluster_id(meta.read_text())):
+            return found
+    return new_cluster_id()
 
 
 def java_cmd(infra: InfraSettings, main: str, *args: str) -> list[str]:
     java = require_tool("java", "apt-get install -y openjdk-17-jre-headless")
+    mem = heap(infra)
     return [
-        java, f"-Xmx{infra.kafka_heap}", f"-Xms{infra.kafka_heap}", "-XX:+UseG1GC",
+        java, f"-Xmx{mem}", f"-Xms{mem}", "-XX:+UseG1GC",
         "-Djava.awt.headless=true", f"-Dlog4j.configuration=file:{HERE / 'log4j.properties'}",
         "-cp", f"{lib_dir(infra)}/*", main, *args,
     ]
 
 
-def start(infra: InfraSettings, proc: ManagedProcess) -> None:
+def start(infra: InfraSettings, node: Node, proc: ManagedProcess) -> None:
+    """Format the node's storage the first time (with the cluster's id), then start it."""
     fetch_jars(infra)
-    kafka_dir = infra.data_dir / "kafka"
+    cluster = nodes(infra)
+    kafka_dir = node_dir(infra, node)
     log_dirs = kafka_dir / "log"
     config = kafka_dir / "server.properties"
     kafka_dir.mkdir(parents=True, exist_ok=True)
-    config.write_text(server_properties(infra, log_dirs))
+    config.write_text(server_properties(infra, node, cluster, log_dirs))
     if not (log_dirs / "meta.properties").exists():
         fmt = subprocess.run(
             # `=`: a base64 id may start with "-", which argparse would take for an option.
-            java_cmd(infra, "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}",
-                     f"--config={config}"),
+            java_cmd(infra, "kafka.tools.StorageTool", "format",
+                     f"--cluster-id={cluster_id(infra, cluster)}", f"--config={config}"),
             capture_output=True, text=True, timeout=120,
         )
         if fmt.returncode != 0:
@@ -105,8 +176,25 @@ def start(infra: InfraSettings, proc: ManagedProcess) -> None:
     proc.start(java_cmd(infra, "kafka.Kafka", str(config)))
 
 
-async def healthy(bootstrap: str, timeout_s: float = 5.0) -> bool:
-    """The broker answers a metadata request and has a controller."""
+def layout_file(infra: InfraSettings) -> Path:
+    return infra.data_dir / "run" / "kafka.brokers"
+
+
+def record_layout(infra: InfraSettings) -> None:
+    """Remember how many nodes `up` started, so `status` and `down` find them all."""
+    layout_file(infra).parent.mkdir(parents=True, exist_ok=True)
+    layout_file(infra).write_text(f"{infra.brokers}\n")
+
+
+def recorded_brokers(infra: InfraSettings) -> int | None:
+    try:
+        return int(layout_file(infra).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+async def healthy(bootstrap: str, timeout_s: float = 5.0, node_id: int | None = None) -> bool:
+    """The broker answers a metadata request, has a controller and (given) lists `node_id`."""
     host, _, port = bootstrap.split(",")[0].rpartition(":")
     if not port_is_listening(host, int(port)):
         return False  # checked first so a stopped broker does not flood the log
@@ -114,7 +202,8 @@ async def healthy(bootstrap: str, timeout_s: float = 5.0) -> bool:
     try:
         await asyncio.wait_for(admin.start(), timeout_s)
         cluster = await asyncio.wait_for(admin.describe_cluster(), timeout_s)
-        return cluster.get("controller_id", -1) >= 0
+        listed = {b.get("node_id") for b in cluster.get("brokers", [])}
+        return cluster.get("controller_id", -1) >= 0 and (node_id is None or node_id in listed)
     except Exception:
         return False
     finally:

@@ -1,8 +1,10 @@
-"""The pipeline's worker processes in the background, like the embedded stack's servers.
+"""The pipeline's worker processes in the background, supervised.
 
-`webgym pipeline up` starts one of each (browser, policy, evaluator, history and metrics)
-with the current settings as `python -m webgym_cli -v worker <name>` and waits until every
-one it started is ready; `webgym pipeline down` (and `webgym infra down`) stops them.
+`webgym pipeline up` starts a supervisor (`webgym pipeline supervise`, infra.supervisor)
+that runs one of each process (browser, policy, evaluator, history and metrics) as
+`python -m webgym_cli -v worker <name>` with the current settings, and restarts one
+that dies, with backoff; `up` waits until every one is ready. `webgym pipeline down`
+(and `webgym infra down`) stops the supervisor, which stops them all first.
 A process is ready once it has written its ready file (WEBGYM_READY_FILE, see
 webgym_common.lifecycle.mark_ready): reading the file, not the log, is the contract.
 """
@@ -11,14 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra import supervisor
 from infra.procs import InfraError, ManagedProcess
 from webgym_common.config import Settings, settings_env
-from webgym_common.lifecycle import READY_FILE_ENV
 
 # name -> (module that must exist, CLI arguments after `webgym`)
 PROCESSES = {
@@ -28,6 +31,7 @@ PROCESSES = {
     "history": ("processors.history", ["worker", "history"]),
     "metrics": ("processors.metrics", ["worker", "metrics"]),
 }
+SUPERVISOR = "pipeline-supervisor"
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,9 @@ class ProcessStatus:
     pid: int | None  # None: not running
     ready: bool
     log_file: Path
+    restarts: int = 0  # by the supervisor since `up`
+    last_exit: str = "-"  # how it last died ("exit 1", "SIGKILL"), "-" if never
+    last_restart_at: float | None = None  # wall clock
 
 
 def available() -> list[str]:
@@ -50,6 +57,14 @@ def _proc(settings: Settings, name: str) -> ManagedProcess:
     return ManagedProcess(f"pipeline-{name}", settings.infra.data_dir)
 
 
+def supervisor_proc(settings: Settings) -> ManagedProcess:
+    return ManagedProcess(SUPERVISOR, settings.infra.data_dir)
+
+
+def state_file(settings: Settings) -> Path:
+    return supervisor_proc(settings).pid_file.with_suffix(".json")
+
+
 def ready_file(settings: Settings, name: str) -> Path:
     return _proc(settings, name).pid_file.with_suffix(".ready")
 
@@ -58,43 +73,92 @@ def is_ready(settings: Settings, name: str) -> bool:
     return ready_file(settings, name).exists()
 
 
+def write_spec(settings: Settings, names: list[str]) -> Path:
+    """What the supervisor runs: each process's command and files, and its backoff."""
+    infra = settings.infra
+    spec = {
+        "processes": [
+            {"name": n, "cmd": command(n), "pid_file": str(_proc(settings, n).pid_file),
+             "log_file": str(_proc(settings, n).log_file),
+             "ready_file": str(ready_file(settings, n))}
+            for n in names
+        ],
+        "state_file": str(state_file(settings)),
+        "backoff_s": infra.restart_backoff_s,
+        "backoff_max_s": infra.restart_backoff_max_s,
+        "reset_after_s": infra.restart_reset_after_s,
+        "stop_timeout_s": infra.stop_timeout_s,
+    }
+    path = supervisor_proc(settings).pid_file.with_suffix(".spec.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(spec, indent=1))
+    return path
+
+
 async def up(settings: Settings, timeout_s: float = 120.0) -> list[str]:
-    """Start every pipeline process not running; wait until those started are ready."""
-    started = []
-    env = settings_env(settings)
-    for name in available():
-        proc = _proc(settings, name)
-        if proc.pid() is None:
-            proc.log_file.unlink(missing_ok=True)
-            ready = ready_file(settings, name)
-            ready.unlink(missing_ok=True)
-            proc.start(command(name), env={**env, READY_FILE_ENV: str(ready)})
-            started.append(name)
+    """Start the supervisor and its processes unless it runs; wait until they are ready.
+
+    A process that exits before it was ever ready fails `up` (with its log) and stops
+    the rest: a start-up error is the user's to fix, not the supervisor's to retry.
+    """
+    sup = supervisor_proc(settings)
+    if sup.pid() is not None:
+        return []
+    for name in PROCESSES:  # left running by a supervisor that was killed
+        _proc(settings, name).stop(settings.infra.stop_timeout_s)
+    names = available()
+    for name in names:
+        _proc(settings, name).log_file.unlink(missing_ok=True)
+        ready_file(settings, name).unlink(missing_ok=True)
+    state_file(settings).unlink(missing_ok=True)
+    spec = write_spec(settings, names)
+    sup.log_file.unlink(missing_ok=True)
+    sup.start([sys.executable, "-m", "webgym_cli", "-v", "pipeline", "supervise", str(spec)],
+              env=settings_env(settings))
     deadline = time.monotonic() + timeout_s
-    for name in started:
-        proc = _proc(settings, name)
+    for name in names:
         while not is_ready(settings, name):
-            if proc.pid() is None:
-                raise InfraError(f"pipeline {name} exited: see {proc.log_file}\n"
-                                 + proc.log_tail())
-            if time.monotonic() > deadline:
-                raise InfraError(f"pipeline {name} not ready in {timeout_s:.0f}s ({proc.log_file})")
             await asyncio.sleep(0.5)
-    return started
+            if sup.pid() is None:
+                raise InfraError(f"the pipeline supervisor exited: see {sup.log_file}\n"
+                                 + sup.log_tail())
+            if supervisor.read_state(state_file(settings)).get(name, {}).get("last_exit") \
+                    is not None:
+                proc = _proc(settings, name)
+                tail = proc.log_tail()
+                down(settings)
+                raise InfraError(f"pipeline {name} exited: see {proc.log_file}\n{tail}")
+            if time.monotonic() > deadline:
+                raise InfraError(f"pipeline {name} not ready in {timeout_s:.0f}s "
+                                 f"({_proc(settings, name).log_file})")
+    return names
 
 
 def down(settings: Settings) -> list[str]:
-    stopped = [n for n in PROCESSES if _proc(settings, n).stop(settings.infra.stop_timeout_s)]
+    """Stop the supervisor (it stops its processes first), then anything it left."""
+    running = [n for n in PROCESSES if _proc(settings, n).pid() is not None]
+    supervisor_proc(settings).stop(settings.infra.stop_timeout_s + 10)
     for name in PROCESSES:
+        _proc(settings, name).stop(settings.infra.stop_timeout_s)
         ready_file(settings, name).unlink(missing_ok=True)
-    return stopped
+    return running
+
+
+def supervisor_pid(settings: Settings) -> int | None:
+    return supervisor_proc(settings).pid()
 
 
 def status(settings: Settings) -> list[ProcessStatus]:
+    state = supervisor.read_state(state_file(settings))
     rows = []
     for name in available():
         proc = _proc(settings, name)
         pid = proc.pid()
-        rows.append(ProcessStatus(name, pid, pid is not None and is_ready(settings, name),
-                                  proc.log_file))
+        seen = state.get(name, {})
+        rows.append(ProcessStatus(
+            name, pid, pid is not None and is_ready(settings, name), proc.log_file,
+            restarts=int(seen.get("restarts", 0)),
+            last_exit=supervisor.describe_exit(seen.get("last_exit")),
+            last_restart_at=seen.get("last_restart_at"),
+        ))
     return rows

@@ -53,6 +53,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def free_port_block(count: int, host: str = "127.0.0.1", tries: int = 50) -> int:
+    """A port P with P .. P+count-1 all free (a Kafka cluster's ports, in tests)."""
+    for _ in range(tries):
+        base = free_port(host)
+        if base + count <= 65535 and all(port_is_free(host, base + i) for i in range(count)):
+            return base
+    raise InfraError(f"no {count} consecutive free ports on {host}")
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

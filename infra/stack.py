@@ -1,7 +1,8 @@
 """`webgym infra up | status | down`: the embedded stack as one unit.
 
-Components start in order (Kafka, MinIO, then the sandbox web once it exists),
-each health-checked with a timeout; `down` stops them in reverse.
+Components start in order (the Kafka nodes, MinIO, the sandbox web, vLLM when asked
+for), then each is health-checked with a timeout; `down` stops them in reverse.
+`infra.brokers` > 1 makes Kafka a KRaft cluster of that many nodes (infra.kafka_broker).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from infra import kafka_broker, minio_server, vllm_server
@@ -38,18 +40,18 @@ class ComponentStatus:
     healthy: bool
 
 
-def components(settings: Settings, with_vllm: bool | None = None) -> list[Component]:
-    """The stack's components; vLLM when asked for (None: when it is running)."""
+def components(
+    settings: Settings, with_vllm: bool | None = None, brokers: int | None = None
+) -> list[Component]:
+    """The stack's components; vLLM when asked for (None: when it is running).
+
+    One Kafka component per node: `brokers` of them (None: as many as `up` last started,
+    else the settings' `infra.brokers`), so `status` and `down` find a whole cluster.
+    """
     infra, s3 = settings.infra, settings.s3
-    comps = [
-        Component(
-            name="kafka",
-            ports=[infra.kafka_port, infra.kafka_controller_port],
-            address=settings.kafka.bootstrap_servers,
-            version=lambda: f"Apache Kafka {infra.kafka_version} (KRaft)",
-            start=lambda proc: kafka_broker.start(infra, proc),
-            healthy=lambda: kafka_broker.healthy(settings.kafka.bootstrap_servers),
-        ),
+    cluster = kafka_broker.nodes(infra, brokers or kafka_broker.recorded_brokers(infra))
+    comps = [_kafka_component(settings, node, len(cluster)) for node in cluster]
+    comps.append(
         Component(
             name="minio",
             ports=[infra.minio_port, infra.minio_console_port],
@@ -58,8 +60,8 @@ def components(settings: Settings, with_vllm: bool | None = None) -> list[Compon
             start=lambda proc: minio_server.start(infra, s3, proc),
             healthy=lambda: minio_server.healthy(s3.endpoint),
             after_start=lambda: ObjectStore(s3).ensure_bucket(),
-        ),
-    ]
+        )
+    )
     sandbox = _sandbox_component(settings)
     if sandbox is not None:
         comps.append(sandbox)
@@ -74,6 +76,21 @@ def components(settings: Settings, with_vllm: bool | None = None) -> list[Compon
     if with_vllm or (with_vllm is None and ManagedProcess("vllm", infra.data_dir).pid()):
         comps.append(vllm)
     return comps
+
+
+def _kafka_component(settings: Settings, node: kafka_broker.Node, size: int) -> Component:
+    infra = settings.infra
+    address = f"{infra.host}:{node.port}"
+    kind = "KRaft" if size == 1 else f"KRaft, node {node.node_id} of {size}"
+    cluster_infra = infra.model_copy(update={"brokers": size})
+    return Component(
+        name=node.name,
+        ports=[node.port, node.controller_port],
+        address=address,
+        version=lambda: f"Apache Kafka {infra.kafka_version} ({kind})",
+        start=lambda proc: kafka_broker.start(cluster_infra, node, proc),
+        healthy=lambda: kafka_broker.healthy(address, node_id=node.node_id),
+    )
 
 
 def _sandbox_component(settings: Settings) -> Component | None:
@@ -128,7 +145,7 @@ async def wait_healthy(comp: Component, proc: ManagedProcess, timeout_s: float) 
 
 
 def _selected(settings: Settings, only: Iterable[str] | None, with_vllm: bool) -> list[Component]:
-    comps = components(settings, with_vllm)
+    comps = components(settings, with_vllm, brokers=settings.infra.brokers)
     return comps if only is None else [c for c in comps if c.name in set(only)]
 
 
@@ -138,26 +155,51 @@ async def up(
     only: Iterable[str] | None = None,
     with_vllm: bool = False,
 ) -> None:
-    for comp in _selected(settings, only, with_vllm):
+    """Start what is not running, then wait for each component in order.
+
+    Everything starts before anything is waited for: a Kafka node cannot become healthy
+    until a majority of the controller quorum runs.
+    """
+    _refuse_another_layout(settings)
+    selected = _selected(settings, only, with_vllm)
+    for comp in selected:
         proc = _proc(settings, comp)
         if proc.pid() is not None:
             on_step(f"{comp.name}: already running (pid {proc.pid()})")
-        else:
-            for port in comp.ports:
-                if not port_is_free(settings.infra.host, port):
-                    raise InfraError(
-                        f"port {port} on {settings.infra.host} is taken by another process; "
-                        f"stop it or choose other ports (WEBGYM_INFRA__*_PORT) for {comp.name}"
-                    )
-            on_step(f"{comp.name}: preparing and starting")
-            await asyncio.to_thread(comp.start, proc)
+            continue
+        for port in comp.ports:
+            if not port_is_free(settings.infra.host, port):
+                raise InfraError(
+                    f"port {port} on {settings.infra.host} is taken by another process; "
+                    f"stop it or choose other ports (WEBGYM_INFRA__*_PORT) for {comp.name}"
+                )
+        on_step(f"{comp.name}: preparing and starting")
+        if comp.name.startswith("kafka"):
+            kafka_broker.record_layout(settings.infra)
+        await asyncio.to_thread(comp.start, proc)
+    for comp in selected:
         timeout = settings.vllm.start_timeout_s if comp.name == "vllm" else (
             settings.infra.start_timeout_s
         )
-        await wait_healthy(comp, proc, timeout)
+        await wait_healthy(comp, _proc(settings, comp), timeout)
         if comp.after_start is not None:
             await comp.after_start()
         on_step(f"{comp.name}: healthy at {comp.address}")
+
+
+def _refuse_another_layout(settings: Settings) -> None:
+    """A cluster of another size running from this data dir must be stopped first."""
+    infra = settings.infra
+    recorded = kafka_broker.recorded_brokers(infra)
+    if recorded is None or recorded == infra.brokers:
+        return
+    running = [n.name for n in kafka_broker.nodes(infra, recorded)
+               if ManagedProcess(n.name, infra.data_dir).pid() is not None]
+    if running:
+        raise InfraError(
+            f"a {recorded}-broker Kafka runs from {infra.data_dir} ({', '.join(running)}), "
+            f"not the {infra.brokers} asked for: `webgym infra down` first"
+        )
 
 
 async def status(settings: Settings) -> list[ComponentStatus]:
@@ -171,10 +213,17 @@ async def status(settings: Settings) -> list[ComponentStatus]:
 
 
 def down(settings: Settings) -> list[str]:
-    stopped = []
-    for comp in reversed(components(settings, with_vllm=True)):
-        if _proc(settings, comp).stop(settings.infra.stop_timeout_s):
-            stopped.append(comp.name)
+    """Stop every component in reverse order; the Kafka nodes together, last."""
+    comps = list(reversed(components(settings, with_vllm=True)))
+    others = [c for c in comps if not c.name.startswith("kafka")]
+    stopped = [c.name for c in others if _proc(settings, c).stop(settings.infra.stop_timeout_s)]
+    # Together: a node stopping after the others lost the quorum would wait for it in vain.
+    kafka = [c for c in comps if c.name.startswith("kafka")]
+    if kafka:
+        with ThreadPoolExecutor(len(kafka)) as pool:
+            ran = list(pool.map(
+                lambda c: _proc(settings, c).stop(settings.infra.stop_timeout_s), kafka))
+        stopped += [c.name for c, r in zip(kafka, ran, strict=True) if r]
     return stopped
 
 

@@ -118,6 +118,11 @@ def server_env(settings: Settings) -> dict[str, str]:
         "HF_HUB_OFFLINE": "1",
         "VLLM_CPU_KVCACHE_SPACE": str(settings.vllm.kv_cache_gib),
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
+        # vLLM's `--api-key`, given in the environment because a command line is readable by
+        # every local user (/proc/<pid>/cmdline). Set, it guards every /v1 route, runtime LoRA
+        # loading included; empty (the default) means no key, even if our own environment
+        # has one: the settings decide.
+        "VLLM_API_KEY": settings.vllm.api_key or "",
         **cpu_env(settings.vllm.cpu_threads_bind),
     }
 

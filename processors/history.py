@@ -5,7 +5,10 @@ Delivery: at-least-once in, effectively once out. Consume EpisodeScored
 TaskHistory and publish that to the compacted webgym.task-history (key task_id);
 the scored offset is committed only after the history is published. An episode id
 already in a task's `recent_episode_ids` is not counted again, so redelivery after
-a crash (published, not yet committed) and replays are no-ops.
+a crash (published, not yet committed) and replays are no-ops. A commit that fails or
+times out (a lost coordinator, a rebalance) is logged and the fold goes on: the
+offset is committed with a later event, or the event comes again and is skipped. A
+score the judge could not give (webgym_common.history.is_judged) is no attempt.
 
 State survives restarts without a store of its own: before folding anything on
 partitions it has just been given, a worker reads webgym.task-history to its end,
@@ -22,14 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from aiokafka import TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
 
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.bus import EventConsumer, EventProducer, Received
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, TaskHistory, utc_now
-from webgym_common.history import attempt_level, is_success, load_task_history
+from webgym_common.history import attempt_level, is_judged, is_success, load_task_history
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.topics import Group, Topic, group_id
 
@@ -42,7 +47,10 @@ RECENT_EPISODES = 200
 
 
 def fold(history: TaskHistory | None, scored: EpisodeScored) -> TaskHistory | None:
-    """The task's history with this episode counted, or None if it was counted already."""
+    """The task's history with this episode counted, or None if it was counted already
+    or does not count (the judge could not score it)."""
+    if not is_judged(scored):
+        return None
     if history is None:
         history = TaskHistory(task_id=scored.task_id, updated_at=utc_now())
     if scored.episode_id in history.recent_episode_ids:
@@ -84,34 +92,53 @@ async def fold_scored_episodes(settings: Settings) -> None:
         consumer = EventConsumer(settings, [Topic.EPISODES_SCORED],
                                  group_id(settings.kafka, Group.HISTORY), producer,
                                  client_id="history", listener=ownership)
-        state: dict[str, TaskHistory] = {}
-        commit_timeout_s = settings.kafka.request_timeout_ms / 1000
         async with consumer:
-            async for received in consumer.events():
-                # consume: a record of a partition that moved away mid-batch is its new owner's
-                if received.tp not in consumer.consumer.assignment():
-                    continue
-                if ownership.stale:  # rebuild before folding anything into a stale state
-                    ownership.stale = False
-                    state = await load_task_history(settings, producer)
-                    log.info("task history: %d tasks rebuilt from %s", len(state),
-                             producer.topic(Topic.TASK_HISTORY))
-                scored = received.event
-                if isinstance(scored, EpisodeScored):
-                    # decide
-                    updated = fold(state.get(scored.task_id), scored)
-                    # publish, then remember; a crash in between is undone by the rebuild
-                    if updated is not None:
-                        await producer.publish(Topic.TASK_HISTORY, scored.task_id, updated)
-                        state[scored.task_id] = updated
-                        log.info("history %s: %d/%d, level %d (episode %s)", updated.task_id,
-                                 updated.successes, updated.attempts, updated.attempt_level,
-                                 scored.episode_id)
-                    else:
-                        log.info("history: episode %s already counted", scored.episode_id)
-                # Bounded: a commit that hangs on a lost coordinator must not stall the fold;
-                # an uncommitted offset only means this event comes again and is skipped.
-                await asyncio.wait_for(consumer.commit(received), commit_timeout_s)
+            await fold_events(consumer, producer, ownership,
+                              lambda: load_task_history(settings, producer),
+                              settings.kafka.request_timeout_ms / 1000)
+
+
+async def fold_events(consumer: EventConsumer, producer: EventProducer, ownership: Ownership,
+                      rebuild: Callable[[], Awaitable[dict[str, TaskHistory]]],
+                      commit_timeout_s: float) -> None:
+    state: dict[str, TaskHistory] = {}
+    async for received in consumer.events():
+        # consume: a record of a partition that moved away mid-batch is its new owner's
+        if received.tp not in consumer.consumer.assignment():
+            continue
+        if ownership.stale:  # rebuild before folding anything into a stale state
+            ownership.stale = False
+            state = await rebuild()
+            log.info("task history: %d tasks rebuilt from %s", len(state),
+                     producer.topic(Topic.TASK_HISTORY))
+        scored = received.event
+        if isinstance(scored, EpisodeScored):
+            # decide
+            updated = fold(state.get(scored.task_id), scored)
+            # publish, then remember; a crash in between is undone by the rebuild
+            if updated is not None:
+                await producer.publish(Topic.TASK_HISTORY, scored.task_id, updated)
+                state[scored.task_id] = updated
+                log.info("history %s: %d/%d, level %d (episode %s)", updated.task_id,
+                         updated.successes, updated.attempts, updated.attempt_level,
+                         scored.episode_id)
+            else:
+                log.info("history: episode %s not counted (counted already, or the judge "
+                         "failed)", scored.episode_id)
+        await commit_bounded(consumer, received, commit_timeout_s)
+
+
+async def commit_bounded(consumer: EventConsumer, received: Received, timeout_s: float) -> bool:
+    """Commit, but never die or stall on it: a commit that hangs on a lost coordinator or
+    fails in a rebalance is logged, and the offset goes with a later commit (or the event
+    comes again and is skipped as counted)."""
+    try:
+        await asyncio.wait_for(consumer.commit(received), timeout_s)
+    except (TimeoutError, KafkaError) as err:
+        log.warning("history: commit of %s@%d failed (%r); going on", received.topic,
+                    received.offset, err)
+        return False
+    return True
 
 
 async def run_history_worker(settings: Settings) -> None:

@@ -7,7 +7,7 @@ import asyncio
 import typer
 from rich.table import Table
 
-from webgym_cli.common import console, one_line_errors
+from webgym_cli.common import console, one_line_errors, settings_with
 from webgym_common.config import Settings, get_settings
 
 app = typer.Typer(help="The embedded stack (Kafka, MinIO, sandbox web).", no_args_is_help=True)
@@ -19,14 +19,26 @@ def infra_up(
     with_vllm: bool = typer.Option(
         False, "--with-vllm", help="Also a vLLM server on the CPU with SmolLM2-135M."
     ),
+    brokers: int | None = typer.Option(
+        None, "--brokers", min=1, max=9,
+        help="Kafka nodes (WEBGYM_INFRA__BROKERS, default 1); 3: replication factor 3, "
+             "min.insync.replicas 2.",
+    ),
 ) -> None:
     """Start Kafka (KRaft), MinIO and the sandbox web on 127.0.0.1; wait until healthy."""
     from infra import stack
 
-    settings = get_settings()
+    settings = settings_with(infra={"brokers": brokers})
     with console.status("starting the embedded stack") as status:
         asyncio.run(stack.up(settings, on_step=status.update, with_vllm=with_vllm))
     print_status(settings)
+    if settings.infra.brokers != get_settings().infra.brokers:
+        # An option applies to this command only; the others read the setting.
+        console.print(
+            f"note: other commands read WEBGYM_INFRA__BROKERS; `export "
+            f"WEBGYM_INFRA__BROKERS={settings.infra.brokers}` so topics get "
+            f"{settings.kafka.replication_factor} replicas and clients know every broker"
+        )
 
 
 @app.command("prepare")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import typer
 from rich.table import Table
@@ -20,7 +21,7 @@ def pipeline_up(
     policy: PolicyKind | None = typer.Option(None, help="Policy (default: WEBGYM_POLICY__KIND)."),
     contexts: int | None = typer.Option(None, help="Browser contexts (WEBGYM_BROWSER__CONTEXTS)."),
 ) -> None:
-    """Start browser, policy, evaluator, history and metrics processes in the background."""
+    """Start browser, policy, evaluator, history and metrics, supervised (restarted if they die)."""
     from infra import pipeline
 
     settings = settings_with(policy={"kind": policy}, browser={"contexts": contexts})
@@ -42,16 +43,34 @@ def pipeline_down() -> None:
 @app.command("status")
 @one_line_errors
 def pipeline_status() -> None:
-    """Show each pipeline process, its pid, whether it runs and whether it is ready."""
+    """Show each pipeline process: pid, ready, restarts by the supervisor, last exit."""
+    import time
+
     from infra import pipeline
 
-    rows = pipeline.status(get_settings())
-    table = Table(title="WebGym pipeline")
-    for col in ("process", "pid", "state", "log"):
+    settings = get_settings()
+    rows = pipeline.status(settings)
+    supervised = pipeline.supervisor_pid(settings)
+    table = Table(title="WebGym pipeline", caption=f"supervisor: pid {supervised}"
+                  if supervised else "supervisor: not running (nothing restarts)")
+    for col in ("process", "pid", "state", "restarts", "last exit", "log"):
         table.add_column(col)
     for r in rows:
-        state = ("[green]ready[/green]" if r.ready else "[yellow]starting[/yellow]") if r.pid \
-            else "[red]stopped[/red]"
-        table.add_row(r.name, str(r.pid or "-"), state, str(r.log_file))
+        if r.pid:
+            state = "[green]ready[/green]" if r.ready else "[yellow]starting[/yellow]"
+        else:
+            state = "[yellow]restarting[/yellow]" if supervised else "[red]stopped[/red]"
+        last = r.last_exit
+        if r.last_restart_at is not None:
+            last += f", restarted {time.time() - r.last_restart_at:.0f}s ago"
+        table.add_row(r.name, str(r.pid or "-"), state, str(r.restarts), last, str(r.log_file))
     console.print(table)
     raise typer.Exit(0 if rows and all(r.pid and r.ready for r in rows) else 1)
+
+
+@app.command("supervise", hidden=True)
+def pipeline_supervise(spec: Path = typer.Argument(..., help="Written by `pipeline up`.")) -> None:
+    """Run and restart the processes in SPEC until SIGTERM (started by `pipeline up`)."""
+    from infra import supervisor
+
+    supervisor.run(spec)

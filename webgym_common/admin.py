@@ -13,7 +13,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from webgym_common.config import Settings
-from webgym_common.topics import TopicSpec, all_topic_specs
+from webgym_common.topics import TopicSpec, all_topic_specs, min_insync_replicas
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka protocol error code
 
@@ -77,7 +77,8 @@ def _new_topic(spec: TopicSpec, replication: int) -> NewTopic:
         name=spec.name,
         num_partitions=spec.partitions,
         replication_factor=replication,
-        topic_configs=spec.kafka_configs(),
+        topic_configs={"min.insync.replicas": str(min_insync_replicas(replication)),
+                       **spec.kafka_configs()},
     )
 
 

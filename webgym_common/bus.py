@@ -1,8 +1,10 @@
 """The Kafka side: producer/consumer factories, typed publish/consume, dead letters.
 
 Delivery is at-least-once: a consumer commits a message's offset only after the
-caller says its effects are published (`commit`). Bytes that do not decode go to
-the dead-letter topic with the reason and the consumer moves on.
+caller says its effects are published (`commit`), and never past a message it
+returned that is not committed yet (webgym_common.offsets: a partition is committed
+up to the lowest unfinished offset). Bytes that do not decode go to the dead-letter
+topic with the reason and count as finished; the consumer moves on.
 
 This is how a process that folds one input into its compacted output topic (history,
 metrics), and every producer and reader, talks to Kafka; processors that join several
@@ -25,6 +27,7 @@ from aiokafka.structs import OffsetAndMetadata
 from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import Settings
 from webgym_common.events import DeadLetter, Event
+from webgym_common.offsets import OffsetHolds
 from webgym_common.topics import Topic, topic_name
 
 log = logging.getLogger(__name__)
@@ -151,10 +154,36 @@ class Received:
         return TopicPartition(self.topic, self.partition)
 
 
+class _Forget(ConsumerRebalanceListener):
+    """Drops revoked partitions from the consumer's offsets, then tells the caller's listener."""
+
+    def __init__(self, consumer: EventConsumer, inner: ConsumerRebalanceListener | None) -> None:
+        self.consumer, self.inner = consumer, inner
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        if self.inner is not None:
+            await self.inner.on_partitions_revoked(revoked)
+        if self.consumer.tracks_offsets:
+            self.consumer.offsets.forget(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        if self.consumer.tracks_offsets:  # start afresh from the committed offsets
+            self.consumer.offsets.forget(set(assigned))
+        if self.inner is not None:
+            await self.inner.on_partitions_assigned(assigned)
+
+
 class EventConsumer:
     """Consumes typed events from one or more topics in one group.
 
-    Undecodable messages are dead-lettered (and committed past) without stopping.
+    Commits are in order: `commit(received)` finishes that event and commits each
+    partition up to the lowest event returned and not yet committed. Undecodable
+    messages are dead-lettered and count as finished, so they are committed with
+    their neighbours and never ahead of them.
+
+    A caller that tracks its offsets itself (the browser worker holds records per
+    episode) passes its own `offsets`: the consumer then only marks dead letters in
+    them as seen, and the caller commits.
     """
 
     def __init__(
@@ -166,6 +195,7 @@ class EventConsumer:
         codec: Codec | None = None,
         client_id: str = "webgym",
         listener: ConsumerRebalanceListener | None = None,
+        offsets: OffsetHolds | None = None,
     ):
         self.settings = settings
         self.group_id = group_id
@@ -173,10 +203,28 @@ class EventConsumer:
         self.codec = codec or producer.codec
         self.topic_names = [topic_name(settings.kafka, t) for t in topics]
         self.consumer = make_consumer(settings, [], group_id, client_id)
-        self.listener = listener
+        self.listener = _Forget(self, listener)
         self.dead_lettered = 0
-        # What to do with the offset of a dead-lettered message: by default commit past it.
-        self.on_skip: Callable[[TopicPartition, int], Awaitable[None]] = self.commit_offset
+        # Ours: every record returned is held until `commit`; the caller's: it marks them.
+        self.offsets = offsets or OffsetHolds()
+        self.tracks_offsets = offsets is None and group_id is not None
+        self._on_skip: Callable[[TopicPartition, int], Awaitable[None]] | None = None
+
+    @property
+    def on_skip(self) -> Callable[[TopicPartition, int], Awaitable[None]]:
+        """What to do with the offset of a dead-lettered message (default: finished, in line)."""
+        return self._on_skip or self._skip
+
+    @on_skip.setter
+    def on_skip(self, hook: Callable[[TopicPartition, int], Awaitable[None]]) -> None:
+        # A caller with its own hook tracks offsets itself (the old way to say `offsets=`).
+        self._on_skip = hook
+        self.tracks_offsets = False
+
+    async def _skip(self, tp: TopicPartition, offset: int) -> None:
+        self.offsets.seen(tp, offset)
+        if self.tracks_offsets:
+            await self._commit_safe(tp)  # past it, if nothing before it is pending
 
     async def start(self, from_end: bool = False) -> None:
         """Join the group (or, without a group, read every partition); `from_end` skips history."""
@@ -230,23 +278,43 @@ class EventConsumer:
         return out
 
     async def _decode(self, record: ConsumerRecord) -> Received | None:
+        tp = TopicPartition(record.topic, record.partition)
+        if self.tracks_offsets and tp not in self.offsets.committed:
+            # Where this partition was read from: committing that again would say nothing.
+            self.offsets.mark_committed({tp: record.offset})
         try:
             event = self.codec.decode(record.value)
         except DecodeError as err:
             await self.producer.dead_letter(record, str(err), self.group_id)
             self.dead_lettered += 1
-            await self.on_skip(TopicPartition(record.topic, record.partition), record.offset)
+            await self.on_skip(tp, record.offset)
             return None
+        if self.tracks_offsets and tp in self.consumer.assignment():
+            self.offsets.begin(tp, record.offset)  # until the caller commits it
         key = record.key.decode(errors="replace") if record.key is not None else None
         return Received(
             record.topic, record.partition, record.offset, key, event, record.timestamp
         )
 
     async def commit(self, received: Received) -> None:
-        await self.commit_offset(received.tp, received.offset)
+        """The event is handled: commit its partition as far as nothing before is pending."""
+        if not self.tracks_offsets:
+            await self.commit_offset(received.tp, received.offset)
+            return
+        self.offsets.finish(received.tp, received.offset)
+        await self._commit_safe(received.tp)
+
+    async def _commit_safe(self, tp: TopicPartition) -> None:
+        safe = self.offsets.safe_offset(tp)
+        if safe is None or safe <= self.offsets.committed.get(tp, -1):
+            return  # an earlier event is still being handled, or nothing moved
+        if tp not in self.consumer.assignment():
+            return  # the partition moved away; its new owner re-reads from the last commit
+        await self.consumer.commit({tp: OffsetAndMetadata(safe, "")})
+        self.offsets.mark_committed({tp: safe})
 
     async def commit_offset(self, tp: TopicPartition, offset: int) -> None:
-        """Mark everything up to and including `offset` on `tp` as handled."""
+        """Mark everything up to and including `offset` on `tp` as handled (no tracking)."""
         if self.group_id is None:
             return
         if tp not in self.consumer.assignment():

@@ -149,19 +149,50 @@ class InfraSettings(BaseModel):
     data_dir: Path = Field(default_factory=lambda: DEFAULT_HOME / "data")
     host: str = "127.0.0.1"
     kafka_version: str = "3.9.2"
+    # Kafka nodes, each a broker and a controller (a KRaft quorum of `brokers` voters).
+    # Node k (1-based) listens on kafka_port + 2(k-1) and kafka_controller_port + 2(k-1).
+    brokers: int = Field(1, ge=1, le=9)
     kafka_port: int = Field(19092, ge=1, le=65535)
     kafka_controller_port: int = Field(19093, ge=1, le=65535)
-    kafka_heap: str = "512m"
+    kafka_heap: str = "512m"  # the single node's heap
+    kafka_cluster_heap: str = "384m"  # each node's when brokers > 1 (3 fit beside Chromium)
     minio_version: str = "v0.0.0-20260212201848-7aac2a2c5b7c"
     minio_port: int = Field(19000, ge=1, le=65535)
     minio_console_port: int = Field(19001, ge=1, le=65535)
     sandbox_port: int = Field(18765, ge=1, le=65535)
     start_timeout_s: float = Field(120.0, gt=0)
     stop_timeout_s: float = Field(20.0, gt=0)
+    # The pipeline's supervisor restarts a process that dies after restart_backoff_s,
+    # doubling per quick death up to restart_backoff_max_s; a process that ran for
+    # restart_reset_after_s starts over at restart_backoff_s.
+    restart_backoff_s: float = Field(1.0, gt=0)
+    restart_backoff_max_s: float = Field(30.0, gt=0)
+    restart_reset_after_s: float = Field(60.0, gt=0)
 
     @property
     def cache_dir(self) -> Path:
         return self.home
+
+    def kafka_node_ports(self) -> list[tuple[int, int]]:
+        """(broker port, controller port) of node 1, 2, ... `brokers`."""
+        return [(self.kafka_port + 2 * i, self.kafka_controller_port + 2 * i)
+                for i in range(self.brokers)]
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Every embedded broker's address, comma-separated (clients may reach any of them)."""
+        return ",".join(f"{self.host}:{port}" for port, _ in self.kafka_node_ports())
+
+    @model_validator(mode="after")
+    def _kafka_ports_distinct(self) -> InfraSettings:
+        ports = [p for pair in self.kafka_node_ports() for p in pair]
+        if len(set(ports)) != len(ports) or max(ports) > 65535:
+            raise ValueError(
+                f"{self.brokers} Kafka nodes need ports kafka_port + 2k and "
+                f"kafka_controller_port + 2k (k < {self.brokers}) all distinct and <= 65535; "
+                f"kafka_port={self.kafka_port}, kafka_controller_port={self.kafka_controller_port}"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -188,11 +219,26 @@ class BrowserSettings(BaseModel):
     settle_s: float = Field(0.3, ge=0, description="quiet time after an action before observing")
     wait_action_s: float = Field(5.0, ge=0, description="how long the Wait action waits")
     max_marks: int = Field(300, ge=1)
-    # Hosts (fnmatch patterns) episodes may visit; link-local and metadata addresses
-    # are refused whatever this says.
+    # The URL policy (webgym_common/urlpolicy.py). Hosts (shell globs, `host` or
+    # `host:port`) episodes may visit at all; "*" = any host whose every address is public.
     url_allowlist: list[str] = Field(default_factory=lambda: ["*"])
+    # host[:port] globs exempt from the address checks (loopback, private, CGNAT, ULA...):
+    # allowed as they are. "{sandbox}" is the sandbox web's host:port. Link-local and
+    # metadata addresses are refused whatever either list says.
+    private_allowlist: list[str] = Field(default_factory=lambda: ["{sandbox}"])
+    url_resolve_timeout_s: float = Field(5.0, gt=0, description="DNS lookup of a visited host")
+    url_cache_ttl_s: float = Field(60.0, ge=0, description="how long a host's addresses are kept")
     # Actions that arrive before their episode's request wait this long, then are dropped.
     pending_action_ttl_s: float = Field(60.0, gt=0)
+    # On a rebalance, the episodes of revoked partitions are cancelled; the worker waits this
+    # long for them to stop (and for what they sent to reach Kafka) before letting go.
+    revoke_timeout_s: float = Field(5.0, gt=0)
+    # An episode retries a failing screenshot upload (MinIO) or observation publish (Kafka)
+    # this long (never past its deadline), then ends as crashed saying which failed.
+    dependency_retry_s: float = Field(60.0, gt=0)
+    # Ended episodes are looked up in webgym.episodes.completed from this long before the
+    # first record a worker re-reads on a partition (producer clocks may differ).
+    finished_lookback_s: float = Field(600.0, ge=0)
 
 
 class PolicySettings(BaseModel):
@@ -217,10 +263,17 @@ class PolicySettings(BaseModel):
     vision: bool = False  # attach the screenshot as an image part
     image_transport: ImageTransport = ImageTransport.DATA_URL
     max_element_chars: int = Field(3000, ge=200)
-    # An observation whose EpisodeRequested has not arrived waits this long, then is dead-lettered.
+    # An observation whose EpisodeRequested has not been read waits until the episodes partition
+    # is read to the end it had at least this long after the observation (its request may be
+    # published this late); only then is it dead-lettered. Never skipped by age.
     context_wait_s: float = Field(30.0, gt=0)
+    # The model server or MinIO down: a decision is retried, waiting up to this long between
+    # tries, while the episode can still use an action (until its deadline).
+    retry_max_backoff_s: float = Field(10.0, gt=0)
     # Benchmarks only: the teacher-forcing policy waits this long per decision, like a model.
     teacher_delay_s: float = Field(0.0, ge=0)
+    # ... plus a random extra up to this long, so decisions finish out of order as a model's do.
+    teacher_delay_jitter_s: float = Field(0.0, ge=0)
 
 
 class EvaluatorSettings(BaseModel):
@@ -248,8 +301,17 @@ class EvaluatorSettings(BaseModel):
     page_text_chars: int = Field(1500, ge=0, description="page text kept per step")
     evidence_chars: int = Field(6000, ge=200, description="page text per judge prompt")
     blocklist_hours: float = Field(12.0, gt=0)
-    # The trajectory's last events travel on other topics and may lag the completion.
+    # A state agent still below a completion's offsets that sits idle this long has the rest
+    # of its partition read: only transaction markers left there means it has caught up.
     trajectory_wait_s: float = Field(15.0, gt=0)
+    # After a completion, the agents folding the state topics are waited for until they have
+    # read past it (processors/evaluator/catchup.py). Those that handle nothing for this long
+    # while still behind are given up on: the episode is scored with what is there, saying so.
+    trajectory_stall_s: float = Field(300.0, gt=0)
+    # A question the judge failed (unreachable, no verdict line) is asked this many times in
+    # all, pausing verdict_backoff_s, then twice that, ...; then the score is a judge failure.
+    verdict_attempts: int = Field(3, ge=1, le=20)
+    verdict_backoff_s: float = Field(5.0, ge=0)
     processing_guarantee: ProcessingGuarantee = ProcessingGuarantee.EXACTLY_ONCE
 
 
@@ -268,6 +330,10 @@ class VllmSettings(BaseModel):
     # process may use; "auto" = vLLM's own choice, which on a 2-core machine binds one core
     # and reserves the other (half the speed, bench/vllm_cpu_fit.py); "nobind"; or "0-3".
     cpu_threads_bind: str = Field("all", pattern=r"^(all|auto|nobind|[0-9,\-|]+)$")
+    # When set, the server requires it (`--api-key`) on every /v1 route, runtime LoRA
+    # loading included; then set the same key as policy.api_key (and evaluator.api_key for
+    # the LLM judge): WEBGYM_VLLM__API_KEY=k WEBGYM_POLICY__API_KEY=k.
+    api_key: str | None = None
 
 
 class RolloutSettings(BaseModel):
@@ -323,11 +389,14 @@ class Settings(BaseSettings):
             return data  # validation proper reports it, with the setting's full name
         data = dict(data)
         for section, name, value in (
-            ("kafka", "bootstrap_servers", f"{infra.host}:{infra.kafka_port}"),
+            ("kafka", "bootstrap_servers", infra.kafka_bootstrap),
             ("s3", "endpoint", f"{infra.host}:{infra.minio_port}"),
             ("policy", "base_url", f"http://{infra.host}:{vllm.port}/v1"),
         ):
             data[section] = _with_default(data.get(section), name, value)
+        # Unset: as many replicas as the embedded stack has brokers, up to 3.
+        if isinstance(data.get("kafka"), dict) and "replication_factor" not in data["kafka"]:
+            data["kafka"] = {**data["kafka"], "replication_factor": min(infra.brokers, 3)}
         return data
 
     @property

@@ -13,12 +13,26 @@ decode to `Undecodable(error)`, and `typed_events` dead-letters those (with the
 reason) and yields the rest. Topics and tables take their names and partition counts
 from the registry (webgym_common.topics), which also creates faust's internal topics:
 the apps themselves never create a topic.
+
+In-order acks (`InOrderAcks`): faust commits a partition up to the first gap in its
+acked offsets but misses a gap right after the committed offset, so an agent with
+several actors that acks offset 6 while 5 is still in flight commits past 5, and a
+SIGKILL then loses 5. An agent with `concurrency > 1` iterates `stream.noack()` and
+acks through `InOrderAcks`, which acks an event only once it and every event that
+arrived before it on its partition are done (webgym_common.offsets decides how far).
+`rewind_uncommitted` closes a restart hole: after recovery faust seeks each partition
+to its committed offset, but aiokafka skips partitions whose committed offset is
+missing or 0, so a message fetched and dropped during recovery there would never
+come back.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+import asyncio
+import logging
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import faust
@@ -29,6 +43,7 @@ from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import KafkaSettings, Settings
 from webgym_common.events import Event
 from webgym_common.lifecycle import mark_ready
+from webgym_common.offsets import OffsetHolds
 from webgym_common.topics import (
     Group,
     StateTable,
@@ -39,6 +54,7 @@ from webgym_common.topics import (
     topic_specs,
 )
 
+log = logging.getLogger(__name__)
 E = TypeVar("E", bound=Event)
 EVENT_SERIALIZER = "webgym"
 EMPTY_VALUE = "empty message (tombstone or null value)"
@@ -163,3 +179,94 @@ async def typed_events(
             await dead_letters(event.message, error)
         elif isinstance(event.value, of):
             yield event, event.value
+
+
+# -- in-order acks and the restart rewind ------------------------------------------------
+
+
+@dataclass(eq=False)
+class Ticket:
+    """An event's place in line on its partition (`ack`: ack it when its turn comes)."""
+
+    event: faust.EventT
+    ack: bool = field(default=True)
+
+
+class InOrderAcks:
+    """Acks each event once it and everything that arrived before it on its partition is done.
+
+    `arrived(event)` before anything that awaits (arrival order is the partition's
+    order), `done(ticket)` when its effects are published. `turn(ticket)` waits until
+    every earlier event of the partition is done (for effects that must be published
+    in order, as the evaluator's transactions). `forget` drops revoked partitions:
+    their next owner re-reads whatever was not acked.
+    """
+
+    def __init__(self) -> None:
+        self.offsets = OffsetHolds()
+        self.lines: dict[Any, deque[Ticket]] = defaultdict(deque)
+        self._turns: asyncio.Condition | None = None
+
+    @property
+    def turns(self) -> asyncio.Condition:
+        if self._turns is None:  # made on first use, inside the worker's event loop
+            self._turns = asyncio.Condition()
+        return self._turns
+
+    def arrived(self, event: faust.EventT) -> Ticket:
+        ticket = Ticket(event)
+        msg = event.message
+        self.lines[msg.tp].append(ticket)
+        self.offsets.hold(msg.tp, msg.offset, ticket)
+        return ticket
+
+    def done(self, ticket: Ticket, ack: bool = True) -> None:
+        """The event is handled: ack it and every done event behind it, in arrival order.
+
+        `ack=False`: its ack was taken care of otherwise (or must not happen).
+        """
+        ticket.ack = ack
+        tp = ticket.event.message.tp
+        self.offsets.release(ticket)
+        line = self.lines.get(tp)
+        held = self.offsets.holds.get(tp, {})
+        while line and line[0] not in held:  # the line's head is done: its turn to be acked
+            first = line.popleft()
+            if first.ack:
+                first.event.ack()
+
+    async def wake(self) -> None:
+        """Tell `turn` waiters that a line moved (after `done`)."""
+        async with self.turns:
+            self.turns.notify_all()
+
+    def pending(self, tp: Any) -> int:
+        """Events of `tp` that arrived and are not acked yet."""
+        return len(self.lines.get(tp, ()))
+
+    async def turn(self, ticket: Ticket) -> None:
+        """Wait until every event that arrived before this one on its partition is done."""
+        line = self.lines[ticket.event.message.tp]
+        async with self.turns:
+            await self.turns.wait_for(lambda: not line or line[0] is ticket or ticket not in line)
+
+    def forget(self, partitions: Iterable[Any]) -> None:
+        tps = set(partitions)
+        for tp in tps:
+            self.lines.pop(tp, None)
+        self.offsets.forget(tps)
+
+
+async def rewind_uncommitted(app: faust.App, topics: set[str]) -> dict[Any, int]:
+    """Seek this worker's partitions of `topics` that have no committed offset to the start.
+
+    Returns where each of these partitions now reads from (its committed offset, or 0).
+    """
+    consumer: Any = app.consumer
+    committed = await consumer.seek_to_committed()
+    rewound = [tp for tp, offset in committed.items() if tp.topic in topics and not offset]
+    for tp in rewound:
+        await consumer.seek(tp, 0)
+    if rewound:
+        log.info("read %d partitions without a committed offset from the start", len(rewound))
+    return {tp: offset or 0 for tp, offset in committed.items() if tp.topic in topics}

@@ -5,6 +5,7 @@ attempt_level = min(successes, 5). WebGym samples a task with weight
 solved stays at level 0 and is drawn most, and each success makes it ten times
 rarer until level 5. Failures do not lower the level: a once-mastered task that
 fails again is still rare, which keeps the budget on tasks not yet learned.
+A score the judge could not give (`is_judged` false) is not an attempt.
 
 The current histories are the compacted webgym.task-history (key task_id), read
 to its end: the history processor publishes there and rebuilds from there, the
@@ -15,11 +16,19 @@ from __future__ import annotations
 
 from webgym_common.bus import EventProducer, read_compacted
 from webgym_common.config import Settings
-from webgym_common.events import TaskHistory
+from webgym_common.events import EpisodeScored, TaskHistory
 from webgym_common.topics import Topic
 
 MAX_LEVEL = 5
 SUCCESS_REWARD = 1.0  # WebGym's verifiable reward is 0 or 1
+# The evaluation of an episode the judge could not score (unreachable, no verdict) starts
+# with this: its reward 0 was not earned by the agent, so it is no attempt and no failure.
+JUDGE_FAILED = "judge failed"
+
+
+def is_judged(scored: EpisodeScored) -> bool:
+    """Whether the score is a verdict on the episode (not a judge failure): only those count."""
+    return not scored.evaluation.startswith(JUDGE_FAILED)
 
 
 def is_success(reward: float) -> bool:

@@ -4,7 +4,16 @@ crashed_rate is over all episodes, blocked_rate over the non-crashed ones, and
 success_rate, avg_steps, avg_chars_per_response and goback_rate over the
 episodes that neither crashed nor were blocked. goback_rate pools the iteration:
 GoBack actions / steps; avg_chars_per_response is the mean length of the
-trajectory entries' raw_response. An episode id counts once (first record wins).
+trajectory entries' raw_response. An episode id counts once (first record wins). A
+score the judge could not give (webgym_common.history.is_judged) is no episode here.
+
+`MetricsFold` keeps them correct as the log grows: it folds scored episodes,
+iteration closes and the published metrics, and names every closed iteration whose
+numbers differ from what webgym.metrics holds: after a close, after a late score,
+or after someone published other numbers (a controller that computed them from
+the scores it had seen). The metrics process publishes those; `webgym rollout`
+without a metrics process does the same at each close (`recompute_metrics`), so
+partial numbers it published earlier are corrected too.
 
 The record is the compacted webgym.metrics (key: iteration); the CSV (one row per
 iteration) and the PNG plot beside it are rewritten from that whole table. Both the
@@ -16,7 +25,7 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -25,10 +34,10 @@ from rich.console import Console
 from rich.table import Table
 
 from webgym_common.actions import parse_action
-from webgym_common.bus import EventProducer, read_compacted
+from webgym_common.bus import EventConsumer, EventProducer, batches_to_end, read_compacted
 from webgym_common.config import Settings
-from webgym_common.events import EpisodeScored, RolloutMetrics
-from webgym_common.history import is_success
+from webgym_common.events import EpisodeScored, Event, IterationClosed, RolloutMetrics
+from webgym_common.history import is_judged, is_success
 from webgym_common.topics import Topic
 
 METRICS = ("crashed_rate", "blocked_rate", "success_rate", "avg_steps",
@@ -87,7 +96,8 @@ def compute_metrics(iteration: int, split: str, scored: list[EpisodeScored]) -> 
     """Metrics of one iteration and split; other iterations' episodes and repeats are ignored."""
     first: dict[str, EpisodeSummary] = {}
     for e in scored:
-        if e.iteration == iteration and e.split == split and e.episode_id not in first:
+        if (e.iteration == iteration and e.split == split and e.episode_id not in first
+                and is_judged(e)):
             first[e.episode_id] = summarize(e)
     return metrics_from(iteration, split, list(first.values()))
 
@@ -95,6 +105,62 @@ def compute_metrics(iteration: int, split: str, scored: list[EpisodeScored]) -> 
 def same_numbers(a: RolloutMetrics, b: RolloutMetrics | None) -> bool:
     skip = {"event_id", "produced_at"}
     return b is not None and a.model_dump(exclude=skip) == b.model_dump(exclude=skip)
+
+
+@dataclass
+class MetricsFold:
+    """Episodes per iteration, the closed iterations and the published metrics table."""
+
+    table: dict[int, RolloutMetrics] = field(default_factory=dict)  # webgym.metrics
+    episodes: dict[int, dict[str, EpisodeSummary]] = field(default_factory=dict)
+    closed: dict[int, IterationClosed] = field(default_factory=dict)
+    dirty: set[int] = field(default_factory=set)
+
+    def fold(self, events: Iterable[Event]) -> None:
+        for e in events:
+            if isinstance(e, EpisodeScored) and is_judged(e):
+                seen = self.episodes.setdefault(e.iteration, {})
+                if e.episode_id not in seen:
+                    seen[e.episode_id] = summarize(e)
+                    self.dirty.add(e.iteration)
+            elif isinstance(e, IterationClosed):
+                self.closed[e.iteration] = e
+                self.dirty.add(e.iteration)
+            elif isinstance(e, RolloutMetrics):  # published numbers: are they still right?
+                self.table[e.iteration] = e
+                self.dirty.add(e.iteration)
+
+    def changed(self) -> list[RolloutMetrics]:
+        """Metrics of the closed iterations touched since the last call whose numbers differ
+        from the table's (the ones to publish)."""
+        ready = sorted(self.dirty & self.closed.keys())
+        self.dirty -= set(ready)
+        out = []
+        for it in ready:
+            split = self.closed[it].split
+            m = metrics_from(it, split, [e for e in self.episodes.get(it, {}).values()
+                                         if e.split == split])
+            if not same_numbers(m, self.table.get(it)):
+                out.append(m)
+        return out
+
+
+async def recompute_metrics(settings: Settings, producer: EventProducer,
+                            csv_path: Path) -> dict[int, RolloutMetrics]:
+    """Every closed iteration's metrics from the log as it is now; publishes (and writes the
+    files of) those that differ from webgym.metrics. Returns the corrected table."""
+    fold = MetricsFold()
+    topics = [Topic.METRICS, Topic.EPISODES_SCORED, Topic.CONTROL]
+    async with EventConsumer(settings, topics, None, producer, client_id="metrics-fold") as c:
+        async for batch in batches_to_end(c, stall_timeout_s=120):
+            fold.fold(r.event for r in batch)
+    changed = fold.changed()
+    for m in changed:
+        await producer.publish(Topic.METRICS, str(m.iteration), m)
+        fold.table[m.iteration] = m
+    if changed:
+        write_outputs(fold.table, csv_path)
+    return fold.table
 
 
 async def load_metrics_table(

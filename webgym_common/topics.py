@@ -81,6 +81,14 @@ def topic_specs(kafka: KafkaSettings) -> dict[Topic, TopicSpec]:
     return dict(specs)
 
 
+def min_insync_replicas(replication_factor: int) -> int:
+    """Replicas that must have a write before acks=all succeeds: one broker may be down.
+
+    1 replica: 1; 2: 1 (2 would stop every write while one broker is down); 3 or more: 2.
+    """
+    return max(1, min(2, replication_factor - 1))
+
+
 def topic_name(kafka: KafkaSettings, topic: Topic) -> str:
     return f"{kafka.topic_prefix}.{topic.value}"
 

@@ -1,7 +1,8 @@
 """The sandbox web server: every site under one aiohttp app, path-prefixed.
 
 Tasks refer to it as ``{sandbox}`` (e.g. ``{sandbox}/shop/``); the pipeline substitutes the
-base URL it started the server on.
+base URL it started the server on. Every POST is counted per episode (infra.sandbox.posts,
+``GET /__webgym/posts``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from infra.sandbox import forum, hostile, playground, shop, travel, wiki
+from infra.sandbox import forum, hostile, playground, posts, security_pages, shop, travel, wiki
 from infra.sandbox.layout import link, render
 
 TASKS_FILE = Path(__file__).parent / "tasks" / "sandbox_tasks.jsonl"
@@ -43,7 +44,9 @@ def create_app() -> web.Application:
     app.add_routes([web.get("/", index), web.get("/healthz", healthz)])
     app.add_routes(shop.routes() + wiki.routes() + forum.routes() + travel.routes())
     app.add_routes(playground.routes())
+    app.add_routes(security_pages.routes())  # URL-policy probes (test_url_policy.py)
     hostile.setup(app)
+    posts.setup(app)  # form posts per episode (X-WebGym-Episode), for the chaos suite
     # "/shop" without the slash is a natural thing to type; send it to the site root.
     for prefix in ("shop", "wiki", "forum", "travel", "hostile"):
         app.router.add_get(f"/{prefix}", _redirect(f"/{prefix}/"))

@@ -9,16 +9,18 @@ after the rest of the episode's state is deleted) and publishes nothing.
 Remember each episode's task (webgym.episodes) and steps (webgym.observations,
 webgym.actions) in changelog-backed tables; these topics and
 webgym.episodes.completed are co-partitioned by episode_id, so the worker that
-owns an episode's completion also owns its state. On EpisodeCompleted: wait
-briefly for the trajectory's last events (they travel on other topics), decide
-the reward (the rules, or the LLM judge: reward.py), publish EpisodeScored (keyed
-by task_id) and, for a blocked domain, DomainBlocked, then forget the episode's
-steps. The decisions are in decisions.py.
+owns an episode's completion also owns its state. On EpisodeCompleted: refuse
+absurd ones (dead letter: a step count out of bounds, an unknown episode), wait
+until its parts are in the tables or can no longer arrive (catchup.py: the agents
+folding the other topics have read past the completion; a partial trajectory
+says so in its evaluation), decide the reward (the rules, or the LLM judge:
+reward.py; a judge that keeps failing makes a judge failure, not a 0), publish
+EpisodeScored (keyed by task_id) and, for a blocked domain, DomainBlocked, then
+forget the episode's steps. The decisions are in decisions.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -27,6 +29,7 @@ from typing import Any
 
 import faust
 
+from processors.evaluator.catchup import CatchUp, Moved
 from processors.evaluator.decisions import (
     Entry,
     already_scored,
@@ -37,13 +40,15 @@ from processors.evaluator.decisions import (
     completion_error,
     forget_episode,
     missing_parts,
+    partial_note,
     scored_event,
     scored_key,
+    trajectory_error,
 )
 from processors.evaluator.judge import make_judge
 from processors.evaluator.outbox import Effects, Outbox, rewind_uncommitted
 from processors.evaluator.reward import RULES_VERSION, evaluate
-from processors.evaluator.trajectory import Episode, build_episode, steps_in
+from processors.evaluator.trajectory import build_episode, steps_in
 from webgym_common.bus import dead_letter
 from webgym_common.codec import Codec
 from webgym_common.config import Settings
@@ -66,11 +71,16 @@ def build_app(settings: Settings) -> faust.App:
     requests, observed, acted, scored = (faust_table(app, k, t) for t in (
         StateTable.REQUESTS, StateTable.OBSERVATIONS, StateTable.ACTIONS, StateTable.SCORED))
     scoring_now: set[str] = set()  # being scored by an actor of this process
-    arrivals = asyncio.Condition()  # notified whenever a task or step is remembered
+    catchup = CatchUp(app, settings, [topic_name(k, t) for t in sources[:3]])
 
     @app.on_rebalance_complete.connect
     async def rewind(*args: Any, **kwargs: Any) -> None:
+        catchup.forget()
         await rewind_uncommitted(app, {topic_name(k, t) for t in sources})
+
+    @app.on_before_shutdown.connect
+    async def stop(*args: Any, **kwargs: Any) -> None:
+        await catchup.offsets.stop()
 
     def emit(effects: Effects, topic: Topic, key: str, event: Event) -> None:
         effects.publish(topic_name(k, topic), key, codec.encode(event))
@@ -91,9 +101,7 @@ def build_app(settings: Settings) -> faust.App:
             elif (entry := collect(event.value)) is not None:
                 effects.put(table, *entry)
             await outbox.commit(ticket, effects)
-            if effects.writes:
-                async with arrivals:
-                    arrivals.notify_all()
+            await catchup.handled(event)
 
     @app.agent(episodes)
     async def remember_tasks(stream: faust.StreamT) -> None:
@@ -126,16 +134,29 @@ def build_app(settings: Settings) -> faust.App:
     async def score_or_reject(event: faust.EventT, done: EpisodeCompleted) -> Effects:
         effects = Effects()
         try:
-            await score_episode(done, effects)
+            why_partial = await catchup.wait(event.message.tp, lambda: missing_parts(
+                done, requests, observed, acted))
+            if (error := trajectory_error(done, requests.get(done.episode_id))) is not None:
+                return rejected(event, error)
+            await score_episode(done, effects, why_partial)
+        except Moved as moved:  # the partition's new owner handles the event again
+            log.info("episode %s: %s", done.episode_id, moved)
+            return Effects()
         except Exception as err:  # a bug in judging one episode must not stop the rest
             log.exception("cannot score %s", done.episode_id)
             return rejected(event, f"evaluator error: {type(err).__name__}: {err}")
         return effects
 
-    async def score_episode(done: EpisodeCompleted, effects: Effects) -> None:
-        episode = await gather_episode(done)
+    async def score_episode(done: EpisodeCompleted, effects: Effects,
+                            why_partial: str | None) -> None:
+        note = None
+        if why_partial is not None:
+            note = partial_note(missing_parts(done, requests, observed, acted), why_partial)
+            log.warning("episode %s: %s", done.episode_id, note)
+        episode = build_episode(done, requests.get(done.episode_id), steps_in(observed, done),
+                                steps_in(acted, done))
         judgement = await evaluate(episode, judge, cfg.max_screenshots, cfg.blocking_sample)
-        result = scored_event(done, episode, judgement, version)
+        result = scored_event(done, episode, judgement, version, note)
         emit(effects, Topic.EPISODES_SCORED, scored_key(result), result)
         blocked = blocked_event(done, episode, judgement, timedelta(hours=cfg.blocklist_hours),
                                 utc_now())
@@ -145,19 +166,8 @@ def build_app(settings: Settings) -> faust.App:
         for table, key in forget_episode(done, requests, observed, acted):
             effects.delete(table, key)
         log.info("scored %s: reward %.0f, %s%s", done.episode_id, judgement.reward,
-                 done.termination, " (blocked)" if judgement.is_blocked else "")
-
-    async def gather_episode(done: EpisodeCompleted) -> Episode:
-        """The episode as the tables hold it, once its expected steps are there (or time's up)."""
-        try:
-            async with asyncio.timeout(cfg.trajectory_wait_s), arrivals:
-                await arrivals.wait_for(
-                    lambda: not missing_parts(done, requests, observed, acted))
-        except TimeoutError:
-            log.warning("episode %s: judged without its %s", done.episode_id,
-                        ", ".join(missing_parts(done, requests, observed, acted)))
-        return build_episode(done, requests.get(done.episode_id), steps_in(observed, done),
-                             steps_in(acted, done))
+                 done.termination, " (blocked)" if judgement.is_blocked else
+                 " (judge failed)" if judgement.judge_failed else "")
 
     return app
 

@@ -32,6 +32,7 @@ from webgym_common.events import (
 )
 
 M = TypeVar("M", bound=Mapping[str, Any])
+K = TypeVar("K")
 Entry = tuple[str, dict[str, Any]]  # a table key and the record to put there
 
 # -- what to remember -------------------------------------------------------------------
@@ -74,11 +75,35 @@ def collect_action(event: Event, acted: Container[str], scored: Container[str]) 
 # -- whether and when to score ------------------------------------------------------------
 
 
+# No episode is longer than this, whatever its request says: a completion claiming more
+# steps is poison (a step count is iterated over; 10**9 of them would freeze the evaluator).
+STEPS_CAP = 1000
+
+
 def completion_error(event: Event) -> str | None:
-    """Why an event on webgym.episodes.completed cannot be scored (dead-lettered)."""
-    if isinstance(event, EpisodeCompleted):
-        return None
-    return f"expected EpisodeCompleted, got {type(event).__name__}"
+    """Why an event on webgym.episodes.completed cannot be scored (dead-lettered).
+
+    Checked before anything iterates over the episode's steps."""
+    if not isinstance(event, EpisodeCompleted):
+        return f"expected EpisodeCompleted, got {type(event).__name__}"
+    if event.steps < 0:
+        return f"absurd EpisodeCompleted: steps={event.steps} is negative"
+    if event.steps > STEPS_CAP:
+        return f"absurd EpisodeCompleted: steps={event.steps} exceeds the cap of {STEPS_CAP}"
+    return None
+
+
+def trajectory_error(done: EpisodeCompleted, request: Mapping[str, Any] | None) -> str | None:
+    """Why a completion cannot be scored once its parts can no longer arrive (dead-lettered):
+    no EpisodeRequested precedes it, or it claims more steps than the request allowed."""
+    if request is None:
+        return (f"unknown episode {done.episode_id!r}: no EpisodeRequested precedes its "
+                "completion")
+    max_steps = request.get("max_steps")
+    if isinstance(max_steps, int) and done.steps > max_steps:
+        return (f"absurd EpisodeCompleted: steps={done.steps} exceeds the episode's "
+                f"max_steps={max_steps}")
+    return None
 
 
 def already_scored(done: EpisodeCompleted, scored: Container[str],
@@ -99,15 +124,36 @@ def missing_parts(done: EpisodeCompleted, requests: Container[str], observed: Co
     ]
 
 
+def lagging(targets: Mapping[K, int], handled: Mapping[K, int]) -> list[K]:
+    """State partitions whose agent has not handled every record below its target offset.
+
+    A target is the partition's end offset measured after the completion arrived; an
+    episode's parts are appended before its completion is (the browser publishes its
+    observations and executes the actions it read before it completes), so once no
+    partition lags, a part still missing can no longer arrive."""
+    return [tp for tp, end in targets.items() if handled.get(tp, 0) < end]
+
+
+def partial_note(missing: list[str], why: str) -> str:
+    """The evaluation's first line when an episode is scored without some of its parts."""
+    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10
+                                       else "")
+    return f"partial trajectory: {shown} never arrived ({why}); judged with what is there"
+
+
 # -- what to publish ---------------------------------------------------------------------
 
 
 def scored_event(done: EpisodeCompleted, episode: Episode, j: Judgement,
-                 evaluator_version: str) -> EpisodeScored:
+                 evaluator_version: str, note: str | None = None) -> EpisodeScored:
+    """The score; `note` (a partial trajectory) goes first in the evaluation text, unless the
+    judge failed: that prefix must stay first, readers recognize it (webgym_common.history)."""
+    evaluation = j.evaluation if note is None else (
+        f"{j.evaluation}\n{note}" if j.judge_failed else f"{note}\n{j.evaluation}")
     return EpisodeScored(
         episode_id=done.episode_id, task_id=episode.task.task_id,
         domain=episode.task.domain or "unknown", iteration=done.iteration, split=done.split,
-        reward=j.reward, evaluation=j.evaluation, is_blocked=j.is_blocked, crashed=j.crashed,
+        reward=j.reward, evaluation=evaluation, is_blocked=j.is_blocked, crashed=j.crashed,
         submit=j.submit, submission_judgment=j.submission_judgment, answer=done.answer,
         termination=done.termination, steps=done.steps, trajectory=trajectory_steps(episode),
         evaluator_version=evaluator_version, policy_version=episode.policy_version,
@@ -125,7 +171,7 @@ def blocked_event(done: EpisodeCompleted, episode: Episode, j: Judgement,
                   blocked_for: timedelta, now: datetime) -> DomainBlocked | None:
     """The blocklist entry (key: domain) for an episode that found its domain blocked."""
     domain = episode.task.domain
-    if not (j.is_blocked and domain):
+    if not (j.is_blocked and domain) or j.judge_failed:
         return None
     return DomainBlocked(
         domain=domain, blocked_until=now + blocked_for, episode_id=done.episode_id,

@@ -6,7 +6,9 @@ evidence: every selected step's URL, title and an excerpt of its page text
 when `vision` is on. The reply is an analysis ending in a `Verdict: SUCCESS` /
 `Verdict: NOT SUCCESS` line (`BLOCKED` / `NOT BLOCKED` for the blocking check).
 A reply without a verdict, or a judge that cannot be reached after its retries,
-is NOT SUCCESS with the reason written down, never an exception.
+is asked again (`verdict_attempts`, with a growing pause: an outage or a bad
+sample may pass); if it still fails, the verdict is a failure (`failed`, with
+the reason), never an exception, and reward.py makes it a judge failure, not a 0.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def parse_verdict(text: str | None, yes: str = "SUCCESS", no: str = "NOT SUCCESS
     """The judge's last `Verdict:` line; anything else is NOT SUCCESS, with the reason."""
     text = (text or "").strip()
     if not text:
-        return Verdict(False, reason="the judge's reply was empty")
+        return Verdict(False, reason="the judge's reply was empty", failed=True)
 
     def words(label: str) -> str:
         return r"[\s_-]+".join(map(re.escape, label.split()))
@@ -76,7 +78,7 @@ def parse_verdict(text: str | None, yes: str = "SUCCESS", no: str = "NOT SUCCESS
     pattern = re.compile(rf"verdict\W*({words(no)}|{words(yes)})(?![\w-])", re.I)
     matches = list(pattern.finditer(text))
     if not matches:
-        return Verdict(False, analysis=text,
+        return Verdict(False, analysis=text, failed=True,
                        reason=f"no `Verdict: {yes}` or `Verdict: {no}` line in the reply")
     last = matches[-1]
     success = " ".join(last.group(1).upper().replace("_", " ").replace("-", " ").split()) == yes
@@ -126,6 +128,11 @@ def render_question(q: Question, page_chars: int, budget: int) -> str:
     return "\n\n".join(parts)
 
 
+def verdict_backoff(base_s: float, attempt: int, cap_s: float = 120.0) -> float:
+    """The pause before asking a failed question again: doubling from `base_s`, capped."""
+    return min(cap_s, base_s * 2 ** (attempt - 1))
+
+
 class LlmJudge:
     def __init__(self, settings: Settings, store: ObjectStore | None = None) -> None:
         self.cfg = cfg = settings.evaluator
@@ -137,6 +144,19 @@ class LlmJudge:
         self.slots = asyncio.Semaphore(cfg.max_concurrency)
 
     async def ask(self, question: Question) -> Verdict:
+        """The verdict, asked again after a pause while the judge fails (see the module doc)."""
+        verdict = await self.ask_once(question)
+        for attempt in range(1, self.cfg.verdict_attempts):
+            if not verdict.failed:
+                break
+            pause = verdict_backoff(self.cfg.verdict_backoff_s, attempt)
+            log.warning("judge failed on %s (%s); asking again in %.0fs", question.label,
+                        verdict.reason, pause)
+            await asyncio.sleep(pause)
+            verdict = await self.ask_once(question)
+        return verdict
+
+    async def ask_once(self, question: Question) -> Verdict:
         yes, no = labels(question)
         try:
             messages = await self.messages(question, yes, no)

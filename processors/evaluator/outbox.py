@@ -15,29 +15,28 @@ makes them one step with the event's ack:
   (a commit snapshots the acked offsets before it takes the lock), right after
   the ack. So the next commit carries the ack, the state change and the outputs,
   or a crash aborts all three and the event is handled again.
-- Faust commits a partition up to the first gap in its acked offsets but misses
-  a gap right after the committed offset; with several actors, finishing offset
-  6 while 5 is in flight would commit past 5. So commits happen in arrival
-  order per partition (`arrived` hands out the place in line).
+- Commits happen in arrival order per partition (`arrived` hands out the place in
+  line): webgym_common.faust_app.InOrderAcks, the project's in-order acks, since
+  faust alone could commit past an event still in flight.
 - In `at_least_once` mode the records are sent and acknowledged before the ack.
 
-`rewind_uncommitted` works around a restart hole: after recovery faust seeks each
-partition to its committed offset, but aiokafka skips partitions whose committed
-offset is missing or 0, so a message fetched and dropped during recovery there
-would never come back.
+`rewind_uncommitted` (webgym_common.faust_app) closes a restart hole for every
+faust app; it is re-exported here for the evaluator.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict, deque
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import faust
 from faust.serializers import codecs
+
+from webgym_common.faust_app import InOrderAcks, Ticket
+from webgym_common.faust_app import rewind_uncommitted as rewind_uncommitted
 
 log = logging.getLogger(__name__)
 
@@ -66,33 +65,21 @@ class Effects:
         self.records.append(Record(topic, key.encode() if key is not None else None, value))
 
 
-@dataclass(eq=False)
-class Ticket:
-    """An input event's place in line on its partition."""
-
-    event: faust.EventT
-
-
 class Outbox:
     def __init__(self, app: faust.App, timeout_s: float) -> None:
         self.app = app
         self.timeout_s = timeout_s
-        self.lines: dict[Any, deque[Ticket]] = defaultdict(deque)
-        self.turns = asyncio.Condition()
+        self.acks = InOrderAcks()
 
     def arrived(self, event: faust.EventT) -> Ticket:
         """Take the event's place in line; call before anything that awaits."""
-        ticket = Ticket(event)
-        self.lines[event.message.tp].append(ticket)
-        return ticket
+        return self.acks.arrived(event)
 
     async def commit(self, ticket: Ticket, effects: Effects) -> None:
         """Apply and publish the effects and ack the event, as one step, in line."""
         event = ticket.event
-        line = self.lines[event.message.tp]
         try:
-            async with self.turns:
-                await self.turns.wait_for(lambda: line[0] is ticket)
+            await self.acks.turn(ticket)
             records = [*self._changelog(event, effects.writes), *effects.records]
             tid = self._transactional_id(event)
             if tid is None:
@@ -105,9 +92,8 @@ class Outbox:
             else:
                 sent = await self._in_transaction(tid, event, effects.writes, records)
         finally:
-            line.remove(ticket)
-            async with self.turns:
-                self.turns.notify_all()
+            self.acks.done(ticket, ack=False)  # acked above, in line (or not at all: moved)
+            await self.acks.wake()
         # The broker's acknowledgement; the transaction's commit makes them visible.
         await asyncio.wait_for(asyncio.gather(*sent), self.timeout_s)
 
@@ -157,14 +143,3 @@ class Outbox:
                 table.data[key] = value
             elif key in table.data:
                 del table.data[key]
-
-
-async def rewind_uncommitted(app: faust.App, topics: set[str]) -> None:
-    """Seek this worker's partitions of `topics` that have no committed offset to the start."""
-    consumer: Any = app.consumer
-    committed = await consumer.seek_to_committed()
-    rewound = [tp for tp, offset in committed.items() if tp.topic in topics and not offset]
-    for tp in rewound:
-        await consumer.seek(tp, 0)
-    if rewound:
-        log.info("read %d partitions without a committed offset from the start", len(rewound))

@@ -9,6 +9,11 @@ Reward is 1 only if B, every A and the definite-answer check pass.
 
 The judge is anything with `async ask(Question) -> Verdict` (judge.py's LLM
 client, or a fake in tests); `judge=None` scores by the rules alone.
+
+A check the judge could not answer (unreachable after its retries, no verdict
+line) makes no reward: the Judgement is a judge failure, reward 0 with an
+evaluation that starts with webgym_common.history.JUDGE_FAILED, which history
+and metrics do not count as an attempt (a 0 the agent did not earn).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Literal, Protocol
 
 from processors.evaluator import rules
 from processors.evaluator.trajectory import Episode, FactGroupRef, StepEvidence, TaskFacts
+from webgym_common.history import JUDGE_FAILED
 
 RULES_VERSION = "rules-v1"
 QuestionKind = Literal["blocking", "criterion_b", "criterion_a", "definite_answer"]
@@ -57,6 +63,7 @@ class Judgement:
     crashed: bool
     submit: bool
     submission_judgment: str | None
+    judge_failed: bool = False  # no reward: a check could not be judged (see the module doc)
 
 
 # -- which steps the judge sees ------------------------------------------------------
@@ -110,8 +117,10 @@ async def evaluate(episode: Episode, judge: Judge | None, max_screenshots: int =
         sample = tuple(sample_evenly(selected, blocking_sample))
         verdict = await judge.ask(Question("blocking", "blocking", episode.task, episode.answer,
                                            sample))
-        is_blocked = verdict.success
         lines.append(_line("blocking", verdict, "BLOCKED", "NOT BLOCKED"))
+        if verdict.failed:
+            return judge_failure(episode, [("blocking", verdict)], lines)
+        is_blocked = verdict.success
     crash = rules.crash_reason(episode, is_blocked)
     if crash or not episode.submitted:
         why = f"crashed: {crash}" if crash else f"no answer (ended by {episode.termination})"
@@ -119,12 +128,23 @@ async def evaluate(episode: Episode, judge: Judge | None, max_screenshots: int =
                          is_blocked, crash is not None, episode.submitted, None)
     verdicts = await _criteria(episode, judge, tuple(selected))
     lines += [_line(label, v) for label, v in verdicts]
+    if any(v.failed for _, v in verdicts):
+        return judge_failure(episode, verdicts, lines, is_blocked)
     passed = all(v.success for _, v in verdicts)
     lines.append(f"reward {int(passed)}: " + ("every check passed" if passed else "failed: " + (
         ", ".join(label for label, v in verdicts if not v.success))))
     judgment = "; ".join(_line(label, v, detail=False) for label, v in verdicts
                          if label in ("criterion B", "definite answer"))
     return Judgement(1.0 if passed else 0.0, "\n".join(lines), is_blocked, False, True, judgment)
+
+
+def judge_failure(episode: Episode, verdicts: list[tuple[str, Verdict]], lines: list[str],
+                  is_blocked: bool = False) -> Judgement:
+    """No reward: which checks the judge could not answer, first, under the JUDGE_FAILED mark."""
+    failed = [f"{label} ({v.reason})" for label, v in verdicts if v.failed]
+    head = f"{JUDGE_FAILED}: {'; '.join(failed)}; no reward, not counted as an attempt"
+    return Judgement(0.0, "\n".join([head, *lines]), is_blocked, False, episode.submitted,
+                     None, judge_failed=True)
 
 
 async def _criteria(episode: Episode, judge: Judge,

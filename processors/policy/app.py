@@ -1,56 +1,77 @@
 """The policy processor (faust): observations in, actions out.
 
-Delivery: at least once. An observation's offset is acked after its ActionChosen
-is acknowledged by the broker; a restarted processor may answer a step again, and
+Delivery: at least once, never lost. An observation is acked after its ActionChosen
+(and the episode's new context) is acknowledged by the broker, in arrival order per
+partition (webgym_common.faust_app.InOrderAcks), so a SIGKILL never commits past an
+observation still being decided: the restarted processor reads it again. A step
+answered already (the table says so) is not answered again; a processor killed
+between publishing an action and writing its context may answer a step twice, and
 browser workers act on the first action of a step only.
 
-Consume EpisodeRequested (remember the task) and StepObserved (decide), publish
-ActionChosen to webgym.actions. Each episode's context lives in a faust table
-whose changelog is in Kafka, so a restarted or rebalanced processor continues
-the episode. The agent runs `max_inflight` actors, so one slow model call never
-holds up the other episodes. Observations already answered (re-published by a
-browser worker that resumed an episode) are skipped by step number. The
-decisions are in decisions.py.
+Consume EpisodeRequested (remember the task), EpisodeCompleted (remember that the
+episode ended) and StepObserved (decide), publish ActionChosen to webgym.actions.
+Each episode's entry lives in a faust table whose changelog is in Kafka, so a
+restarted or rebalanced processor continues the episode. The three topics are
+co-partitioned by episode id. The agent runs `max_inflight` actors, so one slow
+model call never holds up the other episodes.
+
+What happens to an observation (decisions.py): terminal, of an ended episode, past
+its deadline or answered already: skipped. Its request not read yet: it waits as
+long as the request can still arrive (`request_may_come`), then it is dead-lettered.
+The model server or MinIO down: retried with backoff until the episode's deadline;
+the model refusing the request (HTTP 4xx): an explicit Invalid action carrying the
+error, so the episode goes on. Undecodable bytes and bugs: dead-lettered with the
+reason. Nothing escapes the agent. The decisions are in decisions.py, the waiting for
+a request in waiting.py, the trying again in retry.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from typing import Any, cast
 
 import faust
 
 from processors.policy.decisions import (
-    ORPHAN,
+    Ended,
+    Entry,
+    Live,
+    Verdict,
     action_event,
-    context_from_request,
+    entry_from_json,
+    entry_to_json,
+    expired_ended,
+    live_from_request,
     next_context,
     note_effect,
-    should_decide,
-    triage,
 )
-from processors.policy.policies import Decision, VllmPolicy, make_policy, prompt_blob
+from processors.policy.policies import VllmPolicy, make_policy, prompt_blob, refused
+from processors.policy.retry import retried
+from processors.policy.waiting import RequestWatch, now_ms
 from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import (
+    ActionChosen,
     EpisodeCompleted,
     EpisodeRequested,
     ModelVersion,
     StepObserved,
-    utc_now,
 )
 from webgym_common.faust_app import (
+    InOrderAcks,
+    decode_error,
     dlq_sender,
     faust_table,
     faust_topic,
     make_faust_app,
+    rewind_uncommitted,
     typed_events,
 )
 from webgym_common.objectstore import ObjectStore
-from webgym_common.prompts import EpisodeContext
-from webgym_common.topics import Group, StateTable, Topic
+from webgym_common.topics import Group, StateTable, Topic, topic_specs
 
 log = logging.getLogger(__name__)
+PURGE_EVERY_MS = 60_000
 
 
 def build_app(settings: Settings) -> faust.App:
@@ -58,59 +79,111 @@ def build_app(settings: Settings) -> faust.App:
     app = make_faust_app(settings, Group.POLICY)
     store = ObjectStore(settings.s3)
     policy = make_policy(cfg, store)
-    episodes, observations = faust_topic(app, k, Topic.EPISODES), faust_topic(
-        app, k, Topic.OBSERVATIONS)
-    completed, actions = faust_topic(app, k, Topic.EPISODES_COMPLETED), faust_topic(
-        app, k, Topic.ACTIONS)
+    specs = topic_specs(k)
+    sources = [Topic.EPISODES, Topic.EPISODES_COMPLETED, Topic.OBSERVATIONS]
+    episodes, completed, observations = (faust_topic(app, k, t) for t in sources)
+    actions = faust_topic(app, k, Topic.ACTIONS)
     dead_letters = dlq_sender(app, k)
-    contexts = faust_table(app, k, StateTable.POLICY_CONTEXTS)  # episode_id -> context JSON
+    contexts = faust_table(app, k, StateTable.POLICY_CONTEXTS)  # episode_id -> entry JSON
+    ended_ttl_ms = specs[Topic.OBSERVATIONS].retention_ms  # as long as they can be re-read
+    acks = InOrderAcks()
+    watch = RequestWatch(specs[Topic.EPISODES].name, cfg.context_wait_s,
+                         lambda tp: app.consumer.highwaters(tp))
+    purged_at: dict[int, int] = {}  # partition -> when its old Ended entries were purged
+
+    @app.on_rebalance_complete.connect
+    async def rewind(*args: Any, **kwargs: Any) -> None:
+        watch.starting_at(await rewind_uncommitted(app, {specs[t].name for t in sources}))
+
+    @app.on_partitions_revoked.connect
+    async def revoked(*args: Any, **kwargs: Any) -> None:
+        gone = set(args[1]) if len(args) > 1 else set()  # (app, revoked partitions)
+        acks.forget(gone)  # their next owner reads what was not acked
+        watch.forget(gone)
 
     @app.agent(episodes)
     async def remember_tasks(stream: faust.StreamT) -> None:
-        async for _, req in typed_events(stream, dead_letters, EpisodeRequested):
-            if req.episode_id not in contexts:
-                contexts[req.episode_id] = context_from_request(req).to_json()
+        async for event in stream.events():
+            if (error := decode_error(event)) is not None:
+                await dead_letters(event.message, error)
+            elif isinstance(req := event.value, EpisodeRequested) and (
+                    req.episode_id not in contexts):  # a live or ended episode stays as it is
+                contexts[req.episode_id] = entry_to_json(live_from_request(req))
+            await watch.read(event.message.tp, event.message.offset)
 
     @app.agent(completed)
     async def forget_finished(stream: faust.StreamT) -> None:
-        async for _, done in typed_events(stream, dead_letters, EpisodeCompleted):
-            if done.episode_id in contexts:
-                del contexts[done.episode_id]
+        async for event, done in typed_events(stream, dead_letters, EpisodeCompleted):
+            partition, now = event.message.partition, now_ms()
+            if not isinstance(entry_of(done.episode_id), Ended):
+                contexts[done.episode_id] = entry_to_json(Ended(now, partition))
+                await watch.read(event.message.tp, event.message.offset)
+            if now - purged_at.get(partition, 0) > PURGE_EVERY_MS:  # written on this partition
+                purged_at[partition] = now
+                for key in expired_ended(list(contexts.items()), partition, now, ended_ttl_ms):
+                    del contexts[key]
 
     @app.agent(observations, concurrency=cfg.max_inflight)
     async def decide(stream: faust.StreamT) -> None:
-        async for event, obs in typed_events(stream, dead_letters, StepObserved):
-            # consume
-            if triage(obs, contexts, utc_now(), cfg.context_wait_s) is not None:
-                continue
-            ctx = await wait_for_context(obs.episode_id)
-            if ctx is None:
-                await dead_letters(event.message, ORPHAN)
-                continue
-            # decide
-            if should_decide(ctx, obs) is not None:
-                continue
-            ctx = note_effect(ctx, obs)
-            decision = await policy.decide(ctx, obs)
-            chosen = action_event(ctx, obs, decision, await store_prompt(decision),
-                                  policy.version)
-            # publish, then remember
-            await (await actions.send(key=ctx.episode_id.encode(), value=chosen))
-            contexts[ctx.episode_id] = next_context(ctx, chosen).to_json()
+        async for event in cast(Any, stream).noack().events():  # acked by `acks`, in order
+            ticket = acks.arrived(event)
+            try:
+                await handle(event)
+            except Exception as err:  # a bug with one observation must not stop the rest
+                log.exception("cannot decide %s", event.message)
+                await dead_letters(event.message, f"policy error: {type(err).__name__}: {err}")
+            acks.done(ticket)
 
-    async def wait_for_context(episode_id: str) -> EpisodeContext | None:
-        """The episode's context; the request travels on another topic, so it may lag."""
-        deadline = asyncio.get_running_loop().time() + cfg.context_wait_s
-        while episode_id not in contexts:
-            if asyncio.get_running_loop().time() > deadline:
-                return None
-            await asyncio.sleep(0.1)
-        return EpisodeContext.from_json(contexts[episode_id])
+    def entry_of(episode_id: str) -> Entry | None:
+        data = contexts.get(episode_id)
+        return entry_from_json(data) if data is not None else None
 
-    async def store_prompt(decision: Decision) -> str | None:
-        if decision.messages is None:
-            return None
-        return (await store.put_blob(prompt_blob(decision.messages), "application/json")).uri
+    async def handle(event: faust.EventT) -> None:
+        if (error := decode_error(event)) is not None:
+            await dead_letters(event.message, error)
+            return
+        if not isinstance(obs := event.value, StepObserved):
+            return
+        # consume: the observation's episode, once its request is read (or cannot come)
+        verdict, why, entry = await watch.triaged(
+            event.message, obs, entry_of, lambda tp: tp in app.consumer.assignment())
+        if verdict is Verdict.ORPHAN:
+            await dead_letters(event.message, why)
+            return
+        if verdict is not Verdict.DECIDE or not isinstance(entry, Live):
+            log.info("%s step %d: %s", obs.episode_id, obs.step, why)
+            return
+        # decide (a dependency down: tried again while the episode can use an action)
+        what = f"{obs.episode_id} step {obs.step}"
+
+        def useful(next_try_in_s: float) -> bool:
+            deadline = entry.deadline_ms
+            return isinstance(entry_of(obs.episode_id), Live) and (
+                deadline is None or now_ms() + next_try_in_s * 1000 < deadline)
+
+        ctx = note_effect(entry.ctx, obs)
+        decision = await retried(lambda: policy.decide(ctx, obs), what, useful,
+                                 cfg.retry_max_backoff_s, lambda err: refused(err, ctx.mode))
+        if decision is None:
+            return
+        prompt_uri = None
+        if decision.messages is not None:
+            blob = prompt_blob(decision.messages)
+            ref = await retried(lambda: store.put_blob(blob, "application/json"), what, useful,
+                                cfg.retry_max_backoff_s)
+            if ref is None:
+                return
+            prompt_uri = ref.uri
+        chosen = action_event(ctx, obs, decision, prompt_uri, policy.version)
+        # publish, then remember
+        if await retried(lambda: publish(chosen), what, useful, cfg.retry_max_backoff_s) is None:
+            return
+        contexts[ctx.episode_id] = entry_to_json(Live(next_context(ctx, chosen),
+                                                      entry.deadline_ms))
+
+    async def publish(chosen: ActionChosen) -> bool:
+        await (await actions.send(key=chosen.episode_id.encode(), value=chosen))
+        return True
 
     @app.task
     async def follow_models() -> None:

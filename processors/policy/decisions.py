@@ -1,20 +1,71 @@
-"""The policy processor's decisions, as pure functions over an episode's context.
+"""The policy processor's decisions, as pure functions over an episode's table entry.
 
 app.py consumes, calls these, and publishes; nothing here touches Kafka or a model.
+
+The `contexts` table holds one entry per episode: `Live` (its context and deadline)
+from its EpisodeRequested on, then `Ended` from its EpisodeCompleted on, kept as long
+as the episode's observations can be re-read (the observations topic's retention), so
+that a re-delivered observation of a finished episode is recognised and skipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
-from dataclasses import replace
-from datetime import datetime
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
 
 from processors.policy.policies import Decision
 from webgym_common.actions import format_action
 from webgym_common.events import ActionChosen, EpisodeRequested, StepObserved
 from webgym_common.prompts import EpisodeContext, StepRecord
 
-ORPHAN = "no EpisodeRequested for this episode arrived in time"
+ORPHAN = ("no EpisodeRequested for this episode: the episodes partition was read to its end "
+          "well after this observation was produced")
+
+
+@dataclass(frozen=True)
+class Live:
+    """A running episode: what the policy remembers, and when the episode times out."""
+
+    ctx: EpisodeContext
+    deadline_ms: int | None = None  # None: an entry written before deadlines were kept
+
+
+@dataclass(frozen=True)
+class Ended:
+    """An episode that has completed; `partition`: where its entry's changelog lives."""
+
+    ended_ms: int
+    partition: int
+
+
+Entry = Live | Ended
+
+
+def entry_to_json(entry: Entry) -> dict[str, Any]:
+    if isinstance(entry, Ended):
+        return {"ended_ms": entry.ended_ms, "partition": entry.partition}
+    return {"ctx": entry.ctx.to_json(), "deadline_ms": entry.deadline_ms}
+
+
+def entry_from_json(data: dict[str, Any]) -> Entry:
+    if "ended_ms" in data:
+        return Ended(int(data["ended_ms"]), int(data.get("partition", -1)))
+    if "ctx" in data:
+        return Live(EpisodeContext.from_json(data["ctx"]), data.get("deadline_ms"))
+    return Live(EpisodeContext.from_json(data))  # a bare context (the table's first format)
+
+
+def live_from_request(req: EpisodeRequested) -> Live:
+    return Live(context_from_request(req), int(req.deadline.timestamp() * 1000))
+
+
+class Verdict(StrEnum):
+    DECIDE = "decide"
+    SKIP = "skip"  # nothing to do, nothing to report: acked
+    WAIT = "wait"  # its EpisodeRequested may still arrive
+    ORPHAN = "orphan"  # its EpisodeRequested cannot arrive any more: dead-lettered
 
 
 def context_from_request(req: EpisodeRequested) -> EpisodeContext:
@@ -26,19 +77,53 @@ def context_from_request(req: EpisodeRequested) -> EpisodeContext:
     )
 
 
-def triage(obs: StepObserved, known: Container[str], now: datetime, context_wait_s: float
-           ) -> str | None:
-    """Why this observation needs no decision, told before its context is awaited.
+def request_may_come(obs_ms: int, grace_ms: int, end_read_at_ms: int | None,
+                     end_offset: int | None, read_up_to: int) -> bool:
+    """Whether an observation's EpisodeRequested, not read yet, can still arrive.
 
-    None: it may need one. `known`: the episodes whose context is in the table.
+    The request is published before the browser starts the episode, so before any
+    of its observations, on the same partition number of the episodes topic (both
+    are keyed by episode id). It cannot arrive any more once the episodes partition
+    has been read (`read_up_to`, exclusive) up to the end offset it had at a moment
+    (`end_read_at_ms`) at least `grace_ms` after the observation was produced (slack
+    for clocks and for a request published late). Not an age: after downtime the
+    observation waits until the requests are read, however old it is.
     """
+    if end_read_at_ms is None or end_offset is None:
+        return True
+    return not (end_read_at_ms >= obs_ms + grace_ms and read_up_to >= end_offset)
+
+
+def triage(obs: StepObserved, entry: Entry | None, now_ms: int, may_come: bool
+           ) -> tuple[Verdict, str]:
+    """What to do with an observation, and why (given its episode's entry, if any)."""
     if obs.terminal:
-        return "terminal observation: the episode is over"
-    age_s = (now - obs.produced_at).total_seconds()
-    if obs.episode_id not in known and age_s > context_wait_s:
-        # History from before this processor's time: nobody waits for an answer.
-        return "an old observation of an episode this processor never saw requested"
-    return None
+        return Verdict.SKIP, "terminal observation: the episode is over"
+    if isinstance(entry, Ended):
+        return Verdict.SKIP, "the episode has ended (an observation read again after a restart)"
+    if entry is None:
+        if may_come:
+            return Verdict.WAIT, "its EpisodeRequested has not been read yet"
+        return Verdict.ORPHAN, ORPHAN
+    if entry.deadline_ms is not None and now_ms >= entry.deadline_ms:
+        return Verdict.SKIP, "past the episode's deadline: its browser worker ends it"
+    return (Verdict.DECIDE, "") if (why := should_decide(entry.ctx, obs)) is None else (
+        Verdict.SKIP, why)
+
+
+def expired_ended(entries: Iterable[tuple[str, Any]], partition: int, now_ms: int,
+                  ttl_ms: int) -> list[str]:
+    """The ids of episodes of `partition` that ended more than `ttl_ms` ago (-1: keep all)."""
+    if ttl_ms < 0:
+        return []
+    out = []
+    for key, data in entries:
+        if isinstance(data, dict) and "ended_ms" in data:
+            ended = entry_from_json(data)
+            if isinstance(ended, Ended) and ended.partition == partition and (
+                    now_ms - ended.ended_ms > ttl_ms):
+                out.append(key)
+    return out
 
 
 def should_decide(ctx: EpisodeContext, obs: StepObserved) -> str | None:

@@ -2,6 +2,11 @@
 
 - `VllmPolicy`: any OpenAI-compatible chat endpoint (vLLM locally, on a GPU, in compose).
 - `TeacherForcingPolicy`: replays the task's reference actions (the upper bound, for debugging).
+
+`failure_kind` sorts what a decision can raise: the model server or the object store
+unreachable (retry while the episode can still use an action), the model refusing
+the request (an explicit Invalid action: `refused`), or a bug. Kafka failing to take
+the action is a passing failure too.
 """
 
 from __future__ import annotations
@@ -9,18 +14,29 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import random
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol, cast
 
-from openai import APIConnectionError, APITimeoutError, AsyncOpenAI, InternalServerError
+import urllib3
+from aiokafka.errors import KafkaError
+from minio.error import S3Error
+from openai import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AsyncOpenAI,
+    InternalServerError,
+)
 from openai.types.chat import ChatCompletionMessageParam
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from webgym_common.actions import format_action, reply_regex
+from webgym_common.actions import format_action, invalid, reply_regex
 from webgym_common.config import PolicySettings, ScreenshotFormat
 from webgym_common.events import ReferenceAction, StepObserved
-from webgym_common.objectstore import ObjectStore
+from webgym_common.objectstore import ObjectStore, ObjectStoreError
 from webgym_common.prompts import EpisodeContext, build_messages
 from webgym_common.replies import ParsedReply, parse_reply
 from webgym_common.teacher import resolve_reference_action
@@ -44,12 +60,12 @@ class Policy(Protocol):
 class TeacherForcingPolicy:
     version = "teacher-forcing"
 
-    def __init__(self, delay_s: float = 0.0) -> None:
-        self.delay_s = delay_s
+    def __init__(self, delay_s: float = 0.0, jitter_s: float = 0.0) -> None:
+        self.delay_s, self.jitter_s = delay_s, jitter_s
 
     async def decide(self, ctx: EpisodeContext, obs: StepObserved) -> Decision:
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
+        if self.delay_s or self.jitter_s:
+            await asyncio.sleep(self.delay_s + random.uniform(0, self.jitter_s))
         refs = ctx.reference_actions
         if obs.step < len(refs):
             action = resolve_reference_action(ReferenceAction(**refs[obs.step]), obs.marks)
@@ -119,9 +135,39 @@ class VllmPolicy:
         return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
+class Failure(StrEnum):
+    TRANSIENT = "transient"  # a dependency is down or slow: try again
+    REFUSED = "refused"  # the model server rejects this request: trying again will not help
+    BUG = "bug"
+
+
+# 408 (timeout), 409 (conflict) and 429 (rate limit) are 4xx that pass.
+_PASSING_4XX = {408, 409, 429}
+
+
+def failure_kind(err: BaseException) -> Failure:
+    """What kind of failure a decision (model call, screenshot, prompt blob) raised."""
+    if isinstance(err, APIStatusError):
+        if 400 <= err.status_code < 500 and err.status_code not in _PASSING_4XX:
+            return Failure.REFUSED
+        return Failure.TRANSIENT
+    if isinstance(err, (APIConnectionError, ObjectStoreError, S3Error, KafkaError,
+                        urllib3.exceptions.HTTPError, OSError, TimeoutError)):
+        return Failure.TRANSIENT
+    return Failure.BUG
+
+
+def refused(err: BaseException, mode: str) -> Decision:
+    """The decision when the model server refuses the request: an explicit Invalid action."""
+    reason = f"the model server refused the request: {type(err).__name__}: {err}"[:1000]
+    action = invalid("", reason, mode)
+    return Decision(ParsedReply(thought=None, action=action, memory_json=None, reasoning=None,
+                                raw=""), messages=None)
+
+
 def make_policy(cfg: PolicySettings, store: ObjectStore) -> Policy:
     if cfg.kind == "teacher":
-        return TeacherForcingPolicy(cfg.teacher_delay_s)
+        return TeacherForcingPolicy(cfg.teacher_delay_s, cfg.teacher_delay_jitter_s)
     return VllmPolicy(cfg, store)
 
 

@@ -1,6 +1,8 @@
 """One Chromium per worker process, many contexts; a dead browser is replaced.
 
-The browser is Debian's chromium-headless-shell, never one Playwright downloads.
+The browser is Debian's chromium-headless-shell, never one Playwright downloads. Every
+request and WebSocket of every context goes through the URL policy
+(webgym_common/urlpolicy.py) and a refused one is aborted before it is sent.
 """
 
 from __future__ import annotations
@@ -9,10 +11,17 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from playwright.async_api import Browser, BrowserContext, Playwright, Route, async_playwright
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    Playwright,
+    Route,
+    WebSocketRoute,
+    async_playwright,
+)
 
-from webgym_common.config import BrowserSettings
-from webgym_common.urlpolicy import url_allowed
+from webgym_common.config import BrowserSettings, get_settings
+from webgym_common.urlpolicy import SOCKET_SCHEMES, UrlPolicy
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +32,21 @@ CHROMIUM_ARGS = [
 ]
 
 
+# Requests that carry their content with them and never reach the network.
+_LOCAL_SCHEMES = ("data:", "blob:", "about:")
+# The close code a page sees on a refused WebSocket (RFC 6455: policy violation).
+WS_POLICY_VIOLATION = 1008
+
+
 class BrowserPool:
-    def __init__(self, cfg: BrowserSettings, on_browser_lost: Callable[[str], None]) -> None:
+    def __init__(
+        self, cfg: BrowserSettings, on_browser_lost: Callable[[str], None],
+        policy: UrlPolicy | None = None,
+    ) -> None:
         self.cfg = cfg
         self.on_browser_lost = on_browser_lost
+        # Without one, the policy of these browser settings with the process's sandbox.
+        self.policy = policy or UrlPolicy.for_browser(cfg, get_settings().sandbox_url)
         self.playwright: Playwright | None = None
         self.browser: Browser | None = None
         self.version = ""
@@ -90,17 +110,33 @@ class BrowserPool:
         )
         context.set_default_timeout(self.cfg.action_timeout_s * 1000)
         context.set_default_navigation_timeout(self.cfg.navigation_timeout_s * 1000)
+        # Every request, not only navigations: an <img>, a fetch() or a WebSocket can reach
+        # a metadata or private address too. WebSockets go through a shim Playwright puts in
+        # each page (CDP's request interception never sees their handshake).
         await context.route("**/*", self._police)
+        await context.route_web_socket(lambda url: True, self._police_socket)
         return context
 
     async def _police(self, route: Route) -> None:
-        # Every request, not only navigations: an <img> can reach a metadata address too.
-        if url_allowed(route.request.url, self.cfg.url_allowlist) or route.request.url.startswith(
-            ("data:", "blob:", "about:")
-        ):
+        request = route.request
+        reason = None
+        if not request.url.startswith(_LOCAL_SCHEMES):
+            reason = await self.policy.refusal(request.url)
+        if reason is None:
             await route.continue_()
-        else:
-            await route.abort("blockedbyclient")
+            return
+        # A refused navigation is also reported by the action that made it (its error).
+        log.log(logging.INFO if request.is_navigation_request() else logging.DEBUG,
+                "refused %s: %s", request.url, reason)
+        await route.abort("blockedbyclient")
+
+    async def _police_socket(self, ws: WebSocketRoute) -> None:
+        reason = await self.policy.refusal(ws.url, SOCKET_SCHEMES)
+        if reason is None:
+            ws.connect_to_server()  # messages then flow both ways untouched
+            return
+        log.debug("refused WebSocket %s: %s", ws.url, reason)
+        await ws.close(code=WS_POLICY_VIOLATION, reason="refused by the URL policy")
 
     def stopping(self) -> None:
         """From now on a lost or stuck browser is not replaced: the worker is shutting down."""

@@ -1,9 +1,15 @@
 """The story of one episode in a browser worker.
 
+Delivery: an episode this worker keeps ends with exactly one EpisodeCompleted, published
+with retries until Kafka has it. An episode taken away (its partition revoked, the worker
+stopping) is cancelled wherever it is and publishes nothing more: its next owner resumes
+it from the log.
+
 Open a context, visit the start page, publish step 0; then for each action of the
-current step: execute it, observe, publish the next step; end with
-EpisodeCompleted. A hung or crashed page ends the episode as `crashed` with the
-reason, after the page, then the context, then (if need be) the browser is replaced.
+current step: execute it, observe, publish the next step; end with EpisodeCompleted.
+Whatever stops it (a cancel, a crashed or hung page, Kafka or MinIO failing past their
+retries, a bug) decides the termination and reason (endings.py); a hung page is closed,
+then its context, then (if need be) the browser is replaced.
 """
 
 from __future__ import annotations
@@ -11,25 +17,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import UTC, datetime
 
 from playwright.async_api import BrowserContext, Page
-from playwright.async_api import Error as PlaywrightError
 
 from producers.browser.browser_pool import BrowserPool, close_quietly
+from producers.browser.endings import Ending, completion_event, ending_for
 from producers.browser.execute import ActionFailed, execute, settle
 from producers.browser.observe import Observation, looks_blocked, observe
-from producers.browser.session import EpisodeAborted, EpisodeSession
+from producers.browser.retries import UploadFailed, deliver, retry_until
+from producers.browser.session import (
+    EpisodeAborted,
+    EpisodeSession,
+    episode_headers,
+    is_replay,
+    keep_action,
+)
 from webgym_common.bus import EventProducer
 from webgym_common.config import ScreenshotFormat, Settings
-from webgym_common.events import ActionChosen, EpisodeCompleted, StepObserved, Viewport
+from webgym_common.events import ActionChosen, StepObserved, Viewport
 from webgym_common.objectstore import ObjectStore
 from webgym_common.topics import Topic
-from webgym_common.urlpolicy import UrlRefused, check_url
+from webgym_common.urlpolicy import check_url
 
 log = logging.getLogger(__name__)
-
-HANDOVER = "handover"  # not a termination: the partition moved and its next owner resumes
 
 
 class EpisodeRunner:
@@ -43,30 +53,48 @@ class EpisodeRunner:
         self.producer = producer
         self.store = store
         self.worker_id = worker_id
+        self.closing: set[asyncio.Task] = set()  # contexts of cancelled episodes
 
     async def run(self, session: EpisodeSession) -> str:
-        """Play the episode to its end; returns the termination (or HANDOVER)."""
-        termination, answer, reason = "crashed", None, None
+        """Play the episode to its end and publish its EpisodeCompleted; returns the termination.
+
+        Cancelled (taken away): raises CancelledError, having published nothing more.
+        """
         try:
-            blocked = await self._open(session)
-            if blocked:
-                termination, reason = "blocked", blocked
+            if session.stopped is not None:  # cancelled before it began: nothing to open
+                ending = Ending(*session.stopped)
             else:
-                termination, answer, reason = await self._play(session)
-        except EpisodeAborted as stop:
-            termination, reason = stop.termination, stop.reason
-        except UrlRefused as err:
-            termination, reason = "crashed", f"start URL refused: {err}"
-        except (TimeoutError, PlaywrightError) as err:
-            termination = "crashed"
-            reason = session.crashed or f"page did not answer: {_first_line(err)}"
-            await self._replace_page(session, reason)
+                ending = await self._play_until_stopped(session)
+                await self._close(session, ending)
+            await self._complete(session, ending)
+        except asyncio.CancelledError:
+            # Closing a context can take seconds; whoever cancelled us does not wait for it.
+            task = asyncio.ensure_future(self._close(session, Ending("crashed")))
+            self.closing.add(task)
+            task.add_done_callback(self.closing.discard)
+            raise
+        return ending.termination
+
+    async def _play_until_stopped(self, session: EpisodeSession) -> Ending:
+        play = asyncio.create_task(self._open_and_play(session))
+        session.interrupt = play.cancel  # session.stop() interrupts whatever it is doing
+        try:
+            return await play
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if session.stopped is None or (me is not None and me.cancelling()):
+                raise  # taken away, not stopped
+            return Ending(*session.stopped, page_suspect=session.crashed is not None)
+        except Exception as err:  # every failure ends the episode, with its reason
+            if not isinstance(err, EpisodeAborted):
+                log.warning("episode %s stopped by %r", session.episode_id, err)
+            return ending_for(err, session.crashed)
         finally:
-            if not await close_quietly(session.context):
-                await self.pool.restart(f"context of {session.episode_id} would not close")
-        if termination != HANDOVER:
-            await self._complete(session, termination, answer, reason)
-        return termination
+            session.interrupt = None
+
+    async def _open_and_play(self, session: EpisodeSession) -> Ending:
+        blocked = await self._open(session)
+        return Ending("blocked", blocked) if blocked else await self._play(session)
 
     async def _open(self, session: EpisodeSession) -> str | None:
         """Visit the start page and publish step 0; returns why it is blocked, if it is."""
@@ -74,10 +102,12 @@ class EpisodeRunner:
         check_url(url, self.cfg.url_allowlist)
         context = await self.pool.new_context()
         session.context = context
+        await asyncio.wait_for(context.set_extra_http_headers(
+            episode_headers(session.episode_id)), self.cfg.action_timeout_s)
         page = await asyncio.wait_for(context.new_page(), 10)
-        await session.attach(context, page)
-        context.on("page", lambda popup: asyncio.ensure_future(
-            self._follow_popup(session, context, popup)))
+        await session.attach(context, page, self.cfg.action_timeout_s)
+        context.on("page", lambda popup: session.in_background(asyncio.ensure_future(
+            self._follow_popup(session, context, popup))))
         navs = session.nav_requests
         await page.goto(url, wait_until="commit", timeout=self.cfg.navigation_timeout_s * 1000)
         loading = await settle(session, page, self.cfg, navs)
@@ -88,18 +118,23 @@ class EpisodeRunner:
     async def _follow_popup(
         self, session: EpisodeSession, context: BrowserContext, page: Page
     ) -> None:
-        await session.attach(context, page)
+        try:
+            await session.attach(context, page, self.cfg.action_timeout_s)
+        except Exception as err:  # the episode goes on in the page it had
+            log.warning("episode %s: could not follow a new tab: %r", session.episode_id, err)
+            return
         session.notes.append("the page opened a new tab; the episode continues there")
 
-    async def _play(self, session: EpisodeSession) -> tuple[str, str | None, str | None]:
+    async def _play(self, session: EpisodeSession) -> Ending:
         req = session.request
         if session.step >= req.max_steps:
-            return "max_steps", None, None
+            return Ending("max_steps")
         pending: dict[int, ActionChosen] = {}
         while True:
             action = await self._next_action(session, pending)
             if action.action.kind == "ANSWER":
-                return "answer", action.action.text, None
+                return Ending("answer", answer=action.action.text)
+            await self._mark_replay(session, is_replay(session.step, pending))
             error = effect = None
             try:
                 effect = await execute(session, action.action, self.cfg)
@@ -110,16 +145,20 @@ class EpisodeRunner:
             session.step += 1
             blocked = await self._observe_and_publish(session, effect, error)
             if blocked:
-                return "blocked", None, blocked
+                return Ending("blocked", blocked)
             if session.step >= req.max_steps:
-                return "max_steps", None, None
+                return Ending("max_steps")
 
     async def _next_action(
         self, session: EpisodeSession, pending: dict[int, ActionChosen]
     ) -> ActionChosen:
-        """The action for the current step; earlier ones (replays) are skipped."""
+        """The action for the current step (the first one chosen); earlier ones are replays."""
         deadline = session.request.deadline.timestamp()
-        while session.step not in pending:
+        while True:
+            while not session.inbox.empty():  # all that came, so replays are known as such
+                keep_action(session.inbox.get_nowait(), session.step, pending)
+            if session.step in pending:
+                return pending.pop(session.step)
             remaining = deadline - time.time()
             if remaining <= 0:
                 raise EpisodeAborted("timeout", "the episode's deadline passed")
@@ -127,11 +166,13 @@ class EpisodeRunner:
                 item = await asyncio.wait_for(session.inbox.get(), remaining)
             except TimeoutError:
                 raise EpisodeAborted("timeout", "the episode's deadline passed") from None
-            if isinstance(item, EpisodeAborted):
-                raise item
-            if item.step >= session.step:
-                pending[item.step] = item
-        return pending.pop(session.step)
+            keep_action(item, session.step, pending)
+
+    async def _mark_replay(self, session: EpisodeSession, replay: bool) -> None:
+        if replay != session.replaying and session.context is not None:
+            await asyncio.wait_for(session.context.set_extra_http_headers(
+                episode_headers(session.episode_id, replay)), self.cfg.action_timeout_s)
+            session.replaying = replay
 
     async def _observe_and_publish(
         self, session: EpisodeSession, effect: str | None, error: str | None
@@ -149,8 +190,12 @@ class EpisodeRunner:
         error: str | None, terminal: bool, started: float,
     ) -> None:
         fmt = self.cfg.screenshot_format
+        until = min(session.request.deadline.timestamp(),
+                    time.time() + self.cfg.dependency_retry_s)
         upload_started = time.perf_counter()
-        blob = await self.store.put_blob(obs.screenshot, ScreenshotFormat(fmt).mime)
+        blob = await retry_until(
+            lambda: self.store.put_blob(obs.screenshot, ScreenshotFormat(fmt).mime), until,
+            f"uploading the screenshot of step {session.step}", UploadFailed)
         obs.timings_ms["upload"] = (time.perf_counter() - upload_started) * 1000
         obs.timings_ms["total"] = (time.perf_counter() - started) * 1000
         notes = session.take_notes()
@@ -164,30 +209,29 @@ class EpisodeRunner:
             action_effect="; ".join(x for x in (effect, notes) if x) or None,
             error=error, terminal=terminal, worker_id=self.worker_id,
         )
-        await self.producer.publish(Topic.OBSERVATIONS, session.episode_id, event)
+        await deliver(self.producer, Topic.OBSERVATIONS, session.episode_id, event, until)
 
-    async def _replace_page(self, session: EpisodeSession, reason: str) -> None:
-        log.warning("episode %s: %s; replacing its page", session.episode_id, reason)
-        if session.page is not None:
+    async def _close(self, session: EpisodeSession, ending: Ending) -> None:
+        """Close the episode's page (if it may be hung) and context; replace a stuck browser."""
+        for task in list(session.background):
+            task.cancel()
+        if ending.page_suspect and session.page is not None:
+            log.warning("episode %s: %s; closing its page", session.episode_id, ending.reason)
             try:
                 await asyncio.wait_for(session.page.close(run_before_unload=False), 5)
-            except Exception:
+            except Exception:  # the context is closed next in any case
                 pass
+        if not await close_quietly(session.context):
+            try:
+                await self.pool.restart(f"context of {session.episode_id} would not close")
+            except Exception:  # the next episode's new_context launches one again
+                log.exception("replacing the browser failed")
 
-    async def _complete(
-        self, session: EpisodeSession, termination: str, answer: str | None, reason: str | None
-    ) -> None:
-        req = session.request
-        event = EpisodeCompleted(
-            episode_id=session.episode_id, task_id=req.task.task_id, iteration=req.iteration,
-            split=req.split, steps=session.step, termination=termination, answer=answer,
-            reason=reason, final_url=session.page.url if session.page else None,
-            started_at=datetime.fromtimestamp(session.started_at, UTC), worker_id=self.worker_id,
-        )
-        await self.producer.publish(Topic.EPISODES_COMPLETED, session.episode_id, event)
-        log.info("episode %s ended: %s %s", session.episode_id, termination, reason or "")
+    async def _complete(self, session: EpisodeSession, ending: Ending) -> None:
+        """Publish the EpisodeCompleted, retrying until Kafka has it: without it the episode
+        would never end (its offsets stay held, so a next owner would resume it instead)."""
+        event = completion_event(session, ending, self.worker_id)
+        await deliver(self.producer, Topic.EPISODES_COMPLETED, session.episode_id, event, None)
+        log.info("episode %s ended: %s %s", session.episode_id, ending.termination,
+                 ending.reason or "")
 
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__

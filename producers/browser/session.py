@@ -1,14 +1,52 @@
-"""One episode in one browser context: its page, what it has seen, and its inbox of actions."""
+"""One episode in one browser context: its page, what it has seen, and its inbox of actions.
+
+An episode is stopped from outside (a CancelEpisode, a crashed page or browser) with
+`stop()`: the first stop decides how it ends, and it interrupts whatever the episode is
+doing (opening, acting, observing), not only its wait for the next action.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from playwright.async_api import BrowserContext, CDPSession, Dialog, Download, Page, Response
 
 from webgym_common.events import ActionChosen, EpisodeRequested, Mark
+
+# Sent with every request of an episode's context, so a site (the sandbox) can tell which
+# episode made it, and whether the step is a replay of one a previous owner already ran.
+EPISODE_HEADER = "X-WebGym-Episode"
+REPLAY_HEADER = "X-WebGym-Replay"
+
+
+def episode_headers(episode_id: str, replay: bool = False) -> dict[str, str]:
+    headers = {EPISODE_HEADER: episode_id}
+    if replay:
+        headers[REPLAY_HEADER] = "1"
+    return headers
+
+
+def is_replay(step: int, actions_at: Collection[int]) -> bool:
+    """Executing the action of `step` replays it when an action of a later step exists.
+
+    That later action answers an observation some owner published after executing this
+    step, so the step ran before (a resumed episode catching up from the log).
+    """
+    return any(s > step for s in actions_at)
+
+
+def keep_action(item: ActionChosen | EpisodeAborted, step: int,
+                pending: dict[int, ActionChosen]) -> None:
+    """File an inbox item while at `step`: a stop is raised; of the actions chosen for a
+    step the first is kept (the log's order: a policy may answer a replayed observation
+    again); actions of steps already done are replays, dropped."""
+    if isinstance(item, EpisodeAborted):
+        raise item
+    if item.step >= step:
+        pending.setdefault(item.step, item)
 
 
 class EpisodeAborted(Exception):
@@ -34,6 +72,13 @@ class EpisodeSession:
     # Page events since the last observation, reported as the action's effect.
     notes: list[str] = field(default_factory=list)
     crashed: str | None = None
+    # How the episode was stopped from outside (termination, reason); the first stop wins.
+    stopped: tuple[str, str] | None = None
+    # Cancels what the episode is doing; set by the runner while the episode plays.
+    interrupt: Callable[[], object] | None = None
+    # Work started by page events (attaching a pop-up); cancelled when the episode ends.
+    background: set[asyncio.Task] = field(default_factory=set)
+    replaying: bool = False  # the requests now carry the replay header
     last_status: int | None = None
     nav_requests: int = 0
     # Set when every main-frame navigation requested so far has committed.
@@ -50,13 +95,23 @@ class EpisodeSession:
             raise RuntimeError(f"episode {self.episode_id} has no page yet")
         return self.page, self.cdp
 
-    def abort(self, termination: str, reason: str) -> None:
+    def stop(self, termination: str, reason: str) -> None:
+        """End the episode as `termination`, now: interrupt it wherever it is."""
+        if self.stopped is not None:
+            return
+        self.stopped = (termination, reason)
         self.inbox.put_nowait(EpisodeAborted(termination, reason))
+        if self.interrupt is not None:
+            self.interrupt()
 
-    async def attach(self, context: BrowserContext, page: Page) -> None:
+    def in_background(self, task: asyncio.Task) -> None:
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def attach(self, context: BrowserContext, page: Page, timeout_s: float = 10.0) -> None:
         """Follow `page` (the first page, or a popup the site opened)."""
-        self.context, self.page = context, page
-        self.cdp = await context.new_cdp_session(page)
+        cdp = await asyncio.wait_for(context.new_cdp_session(page), timeout_s)
+        self.context, self.page, self.cdp = context, page, cdp
         page.on("crash", lambda _: self._crash("renderer crashed"))
         page.on("dialog", self._on_dialog)
         page.on("download", self._on_download)
@@ -66,12 +121,12 @@ class EpisodeSession:
 
     def _crash(self, reason: str) -> None:
         self.crashed = reason
-        self.abort("crashed", reason)
+        self.stop("crashed", reason)
 
     async def _on_dialog(self, dialog: Dialog) -> None:
         self.notes.append(f"a {dialog.type} dialog said {dialog.message!r} and was accepted")
         try:
-            await dialog.accept()
+            await asyncio.wait_for(dialog.accept(), 5)
         except Exception:  # the page may already be gone
             pass
 

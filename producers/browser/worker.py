@@ -1,19 +1,22 @@
 """A browser worker process: consume episodes and actions, run episodes, publish steps.
 
-Delivery: at-least-once, and an episode survives a change of owner. One consumer
-group over webgym.episodes and webgym.actions (co-partitioned by episode id), so
-the worker that owns an episode also receives its actions. Episodes whose
-partitions move away are handed over: their offsets were never committed, so the
-next owner re-reads the request and the actions and resumes the episode by
-replaying them (duplicate StepObserved events for already observed steps are
-expected; consumers key them by (episode_id, step)). Where each record goes is
-decided in routing.py, what may be committed in offsets.py.
+Delivery: every requested episode ends with exactly one EpisodeCompleted, whoever runs
+it and whatever is killed. One consumer group over webgym.episodes and webgym.actions
+(co-partitioned by episode id), so the worker that owns an episode also receives its
+actions. An episode's request and actions stay uncommitted until its EpisodeCompleted
+is published (offsets.py), so when its partition moves (a kill, a rebalance) the next
+owner re-reads them and resumes the episode by replaying its actions (duplicate
+StepObserved events for already observed steps are expected; consumers key them by
+(episode_id, step)). Episodes that already ended are known from
+webgym.episodes.completed (finished.py) and are never run again. On revocation the
+episodes of the revoked partitions are cancelled at once and publish nothing more;
+a partition assigned again is a fresh start from its committed offset. Where each
+record goes is decided in routing.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -27,7 +30,9 @@ from producers.browser import routing
 from producers.browser.browser_pool import BrowserPool
 from producers.browser.commits import commit_every, commit_held
 from producers.browser.control import follow_cancels
-from producers.browser.episode import HANDOVER, EpisodeRunner
+from producers.browser.episode import EpisodeRunner
+from producers.browser.finished import CompletedLog, FinishedEpisodes
+from producers.browser.retries import best_effort
 from producers.browser.session import EpisodeSession
 from webgym_common.bus import EventConsumer, EventProducer, Received
 from webgym_common.config import Settings
@@ -43,6 +48,7 @@ log = logging.getLogger(__name__)
 class BrowserWorker(ConsumerRebalanceListener):
     def __init__(self, settings: Settings, worker_id: str | None = None) -> None:
         self.settings = settings
+        self.cfg = settings.browser
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.producer = EventProducer(settings, client_id=f"browser-{self.worker_id}")
         self.consumer = EventConsumer(
@@ -50,6 +56,7 @@ class BrowserWorker(ConsumerRebalanceListener):
             self.producer, client_id=f"browser-{self.worker_id}", listener=self,
         )
         self.consumer.on_skip = self._skip
+        self.completed = CompletedLog(settings, self.producer.codec, f"browser-{self.worker_id}")
         self.store = ObjectStore(settings.s3)
         self.pool = BrowserPool(settings.browser, self._browser_lost)
         self.runner = EpisodeRunner(settings, self.pool, self.producer, self.store, self.worker_id)
@@ -57,10 +64,10 @@ class BrowserWorker(ConsumerRebalanceListener):
         self.holds = OffsetHolds()
         self.sessions: dict[str, EpisodeSession] = {}
         self.tasks: dict[str, asyncio.Task] = {}
-        self.finished: OrderedDict[str, None] = OrderedDict()
+        self.finished = FinishedEpisodes()
         self.cancelled: OrderedDict[str, str] = OrderedDict()
         self.early_actions = routing.EarlyActions()
-        self.completed_count = 0
+        self.generation = 0  # bumped by every rebalance: records read before it are stale
         self.ready = False
 
     # -- the story --------------------------------------------------------------
@@ -69,6 +76,7 @@ class BrowserWorker(ConsumerRebalanceListener):
         await self.store.ensure_bucket()
         await self.pool.start()
         await self.producer.start()
+        await self.completed.start()
         await self.consumer.start()
         helpers = [
             asyncio.create_task(commit_every(0.5, self.holds, self.consumer.consumer)),
@@ -78,40 +86,50 @@ class BrowserWorker(ConsumerRebalanceListener):
         log.info("browser worker %s: %d contexts, chromium %s", self.worker_id,
                  self.settings.browser.contexts, self.pool.version)
         try:
-            async for received in self.consumer.events(poll_timeout_ms=200):
-                event = received.event
-                if isinstance(event, EpisodeRequested):
-                    self._on_request(received, event)
-                elif isinstance(event, ActionChosen):
-                    self._on_action(received, event)
-                else:
-                    self.holds.seen(received.tp, received.offset)
+            while True:
+                batch = await self.consumer.poll(200)
+                generation = self.generation
+                for received in batch:
+                    await self._know_who_ended(received)
+                    if self.generation != generation:
+                        break  # rebalanced meanwhile: the partitions are read again
+                    self._handle(received)
         finally:
             self.pool.stopping()
             for task in helpers:
                 task.cancel()
-            await self._hand_over(set(self.consumer.consumer.assignment()))
+            await self._revoke(set(self.consumer.consumer.assignment()))
             await self.consumer.stop()
+            await self.completed.stop()
             await self.producer.stop()
             await self.pool.stop()
 
+    def _handle(self, received: Received) -> None:
+        event = received.event
+        if isinstance(event, EpisodeRequested):
+            self._on_request(received, event)
+        elif isinstance(event, ActionChosen):
+            self._on_action(received, event)
+        else:
+            self.holds.seen(received.tp, received.offset)
+
     def _on_request(self, received: Received, request: EpisodeRequested) -> None:
-        eid = request.episode_id
-        if not routing.starts_episode(eid, self.finished, self.sessions):
+        eid, p = request.episode_id, received.partition
+        if not routing.starts_episode(eid, self.finished.of(p), self.sessions):
             self.holds.seen(received.tp, received.offset)
             return
         self.holds.hold(received.tp, received.offset, eid)
-        session = EpisodeSession(request, received.partition)
+        session = EpisodeSession(request, p)
         self.sessions[eid] = session
         for action in self.early_actions.take(eid):
             session.inbox.put_nowait(action)
         if eid in self.cancelled:
-            session.abort("cancelled", self.cancelled[eid])
+            session.stop("cancelled", self.cancelled[eid])
         self.tasks[eid] = asyncio.create_task(self._run_episode(session))
 
     def _on_action(self, received: Received, action: ActionChosen) -> None:
         eid = action.episode_id
-        route = routing.route_action(eid, self.finished, self.sessions)
+        route = routing.route_action(eid, self.finished.of(received.partition), self.sessions)
         if route is routing.Route.DROP:
             self.holds.seen(received.tp, received.offset)
             return
@@ -123,21 +141,31 @@ class BrowserWorker(ConsumerRebalanceListener):
 
     async def _run_episode(self, session: EpisodeSession) -> None:
         eid = session.episode_id
-        termination = HANDOVER
+        termination = None
         try:
             async with self.slots:
                 termination = await self.runner.run(session)
-        except Exception:
+        except Exception:  # a bug: keep the hold, so the next owner resumes the episode
             log.exception("episode %s failed outside the browser", eid)
         finally:
-            self.sessions.pop(eid, None)
-            self.tasks.pop(eid, None)
-            if termination != HANDOVER:
-                routing.remember(self.finished, eid, None)
-                self.holds.release(eid)
-                self.completed_count += 1
+            if self.sessions.get(eid) is session:  # not taken away (nor started again)
+                del self.sessions[eid]
+                self.tasks.pop(eid, None)
+                if termination is not None:
+                    self.finished.add(session.partition, [eid])
+                    self.holds.release(eid)
 
     # -- helpers ----------------------------------------------------------------
+
+    async def _know_who_ended(self, received: Received) -> None:
+        """Read which episodes of the record's partition ended, if not read far enough back."""
+        generation = self.generation
+        await self.finished.read_as_needed(
+            self.completed, received.partition, received.timestamp_ms,
+            int(self.cfg.finished_lookback_s * 1000),
+            self.settings.kafka.request_timeout_ms / 1000 * 4,
+            still_owned=lambda: generation == self.generation,
+        )
 
     async def _skip(self, tp: TopicPartition, offset: int) -> None:
         self.holds.seen(tp, offset)  # dead-lettered: committed with its neighbours
@@ -146,11 +174,11 @@ class BrowserWorker(ConsumerRebalanceListener):
         for session in list(self.sessions.values()):
             if session.context is not None:
                 session.crashed = reason
-                session.abort("crashed", reason)
+                session.stop("crashed", reason)
 
     def _on_cancel(self, event: CancelEpisode) -> None:
         if event.episode_id in self.sessions:
-            self.sessions[event.episode_id].abort("cancelled", event.reason)
+            self.sessions[event.episode_id].stop("cancelled", event.reason)
         else:  # its request may still come
             routing.remember(self.cancelled, event.episode_id, event.reason)
 
@@ -163,27 +191,41 @@ class BrowserWorker(ConsumerRebalanceListener):
                 self.early_actions.drop(eid)
                 self.holds.release(eid)
 
-    async def _hand_over(self, partitions: set[TopicPartition]) -> None:
+    async def _revoke(self, partitions: set[TopicPartition]) -> None:
+        """Stop the episodes of `partitions` now; their next owner resumes them from the log."""
+        self.generation += 1
         numbers = {tp.partition for tp in partitions}
-        moving = [self.sessions[e] for e in routing.on_partitions(self.sessions, numbers)]
-        for session in moving:
-            session.abort(HANDOVER, "partition reassigned")
-        tasks = [self.tasks[s.episode_id] for s in moving if s.episode_id in self.tasks]
+        taken = routing.on_partitions(self.sessions, numbers)
+        tasks = [self.tasks.pop(eid) for eid in taken if eid in self.tasks]
+        for eid in taken:
+            del self.sessions[eid]
+        for task in tasks:
+            task.cancel()
+        timeout = self.cfg.revoke_timeout_s
         if tasks:
-            await asyncio.wait(tasks, timeout=30)
-        with contextlib.suppress(Exception):
-            await commit_held(self.holds, self.consumer.consumer, partitions)
+            _, late = await asyncio.wait(tasks, timeout=timeout)
+            if late:
+                log.warning("%d episodes did not stop within %.0f s", len(late), timeout)
+        if taken:
+            log.info("handed over %d episodes: %s", len(taken), ", ".join(taken))
+        # What the cancelled episodes sent must be in the log before the next owner reads
+        # which episodes ended; offsets below every hold may be committed, none above.
+        if not await best_effort(self.producer.producer.flush(), timeout, "flushing"):
+            log.warning("some events may reach the log after the partitions moved")
+        await best_effort(commit_held(self.holds, self.consumer.consumer, partitions), timeout,
+                      "committing before the partitions move")
         self.holds.forget(partitions)
+        self.finished.forget(numbers)
         for eid in self.early_actions.on_partitions(numbers):
             self.early_actions.drop(eid)
 
     # -- ConsumerRebalanceListener ----------------------------------------------
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        if revoked:
-            await self._hand_over(set(revoked))
+        await self._revoke(set(revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.generation += 1
         log.info("worker %s now owns %s", self.worker_id, sorted(
             f"{tp.topic}[{tp.partition}]" for tp in assigned))
         if not self.ready:  # in the group, even with no partition: serving

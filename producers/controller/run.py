@@ -1,4 +1,10 @@
-"""`webgym rollout`: K iterations with a live progress bar, metrics printed at each close."""
+"""`webgym rollout`: K iterations with a live progress bar, metrics printed at each close.
+
+The metrics are the metrics process's. Without one, each close recomputes every closed
+iteration's metrics from the log (webgym_common.metrics.recompute_metrics): scores
+that came after an iteration closed correct its numbers at the next close, never
+left as they were when it closed.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +25,7 @@ from producers.controller.rollout import next_iteration, run_iteration
 from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import RolloutMetrics
-from webgym_common.metrics import (
-    compute_metrics,
-    default_csv_path,
-    load_metrics_table,
-    print_metrics,
-    write_outputs,
-)
+from webgym_common.metrics import default_csv_path, print_metrics, recompute_metrics
 from webgym_common.topics import Topic
 
 METRICS_WAIT_S = 30.0
@@ -69,12 +69,9 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
                 state, closed = await run_iteration(settings, producer, iteration, split,
                                                     tasks_per_iteration, update)
             metrics = await wait_for_metrics(settings, producer, iteration)
-            if metrics is None:  # no metrics process: compute here and write the files
-                metrics = compute_metrics(iteration, split, list(state.scored.values()))
-                table = await load_metrics_table(settings, producer)
-                await producer.publish(Topic.METRICS, str(iteration), metrics)
-                table[iteration] = metrics
-                write_outputs(table, default_csv_path(settings))
+            if metrics is None:  # no metrics process: recompute from the log, files too
+                table = await recompute_metrics(settings, producer, default_csv_path(settings))
+                metrics = table[iteration]
             console.print(f"iteration {iteration} closed in {closed.wall_time_s:.0f}s: "
                           f"{closed.completed}/{closed.requested} completed, "
                           f"{closed.crashed} crashed, {closed.blocked} blocked, "

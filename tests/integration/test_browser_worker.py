@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
+from aiokafka.partitioner import DefaultPartitioner
 
 from producers.drive_reference import drive, episode_request
-from tests.support.hand_fed import HandFedEpisode, mark_index
+from tests.support.hand_fed import HandFedEpisode, mark_index, watch_episodes
+from tests.support.launch import BrowserWorkerProcess
 from webgym_common.bus import EventProducer, read_events
 from webgym_common.config import Settings
 from webgym_common.events import CancelEpisode
@@ -178,3 +182,218 @@ async def test_two_workers_share_the_partitions(
     assert all(e.completed.termination == "answer" for e in episodes)
     assert all(e.completed.answer == e.task.definite_answer for e in episodes)
     assert len({e.completed.worker_id for e in episodes}) == 2
+
+
+# -- reliability (issue 9): kills, rebalances, failing dependencies ------------------------
+
+
+def partition_of(episode_id: str, partitions: int) -> int:
+    """The partition the producers' default partitioner gives an episode's key."""
+    every = list(range(partitions))
+    return DefaultPartitioner()(episode_id.encode(), every, every)
+
+
+async def one_per_partition(settings: Settings, producer: EventProducer, url: str,
+                            **kw: Any) -> list[HandFedEpisode]:
+    """Hand-fed episodes, one on each episode partition."""
+    n = settings.kafka.partitions
+    found: dict[int, HandFedEpisode] = {}
+    while len(found) < n:
+        ep = HandFedEpisode(settings, producer, url, **kw)
+        if found.setdefault(partition_of(ep.episode_id, n), ep) is not ep:
+            await ep.close()
+    return list(found.values())
+
+
+async def posts_of(settings: Settings, episode_id: str) -> int:
+    """How many forms the sandbox saw posted by this episode (its X-WebGym-Episode header)."""
+    url = f"{settings.sandbox_url}/__webgym/posts"
+    timeout = aiohttp.ClientTimeout(total=10)
+    async with aiohttp.ClientSession(timeout=timeout) as http, \
+            http.get(url, params={"episode": episode_id}) as resp:
+        resp.raise_for_status()
+        return int((await resp.json())["posts"])
+
+
+async def finish_with_one_post(ep: HandFedEpisode, answer: str) -> None:
+    """Add a product to the cart (one form post), then answer."""
+    obs = await ep.start(wait_s=120)
+    await ep.act(f"Click [{mark_index(obs, 'button', 'Add to cart')}]", wait_s=120)
+    await ep.send_only(f"ANSWER [{answer}]")
+    assert (await ep.completed(wait_s=120)).termination == "answer"
+
+
+async def completions_per_episode(settings: Settings, producer: EventProducer,
+                                  episodes: list[HandFedEpisode]) -> dict[str, int]:
+    """Counted from webgym.episodes.completed itself, after every episode has ended."""
+    logs = await watch_episodes(settings, producer, [e.episode_id for e in episodes],
+                                timeout_s=120, linger_s=5)
+    return {eid: len(log.completions) for eid, log in logs.items()}
+
+
+PRODUCT = "acme-volt-500"  # in stock: its page has the Add to cart form
+
+
+async def test_a_killed_worker_never_runs_an_ended_episode_again(
+    settings: Settings, producer: EventProducer, start_worker
+) -> None:
+    """SIGKILL with 4 episodes in flight (one per partition, holding its offsets) after 8
+    others ended: the next owner re-reads those 8 requests, and must leave them be."""
+    first = start_worker(8)
+    await wait_until_owning(first)
+    shop = f"{settings.sandbox_url}/shop/"
+    holders = await one_per_partition(settings, producer, shop, max_steps=30, timeout_s=900)
+    product = f"{settings.sandbox_url}/shop/product/{PRODUCT}"
+    finishers = [HandFedEpisode(settings, producer, product, timeout_s=900) for _ in range(8)]
+    try:
+        firsts = await asyncio.gather(*(h.start(wait_s=120) for h in holders))
+        await asyncio.gather(*(
+            h.act(f"Type [{mark_index(o, 'searchbox', 'Search products')}] [phone]", wait_s=120)
+            for h, o in zip(holders, firsts, strict=True)))
+        await asyncio.gather(*(finish_with_one_post(f, "done") for f in finishers))
+        assert [await posts_of(settings, f.episode_id) for f in finishers] == [1] * 8
+
+        first.kill()  # no goodbye: holds, commits and the in-memory finished set are gone
+        second = start_worker(8)
+        await wait_until_owning(second)
+        # The episodes in flight are resumed by replay and go on where they were.
+        afters = await asyncio.gather(*(h.act("Scroll [WINDOW] [down]", wait_s=180)
+                                        for h in holders))
+        assert all("q=phone" in a.url and a.step == 2 for a in afters)
+        for h in holders:
+            await h.send_only("ANSWER [held]")
+        await asyncio.gather(*(h.completed(wait_s=120) for h in holders))
+
+        counts = await completions_per_episode(settings, producer, holders + finishers)
+        assert counts == {e.episode_id: 1 for e in holders + finishers}
+        # Nothing of an ended episode ran again: no replayed step, no second form post.
+        assert [f.duplicates for f in finishers] == [0] * 8
+        assert [await posts_of(settings, f.episode_id) for f in finishers] == [1] * 8
+    finally:
+        for ep in holders + finishers:
+            await ep.close()
+
+
+async def test_a_rebalance_ends_every_episode_exactly_once(
+    settings: Settings, producer: EventProducer, start_worker
+) -> None:
+    """A second worker joins mid-episode, then the first leaves with SIGTERM."""
+    first = start_worker(8)  # room for the 4 holders and the 4 finishers at once
+    await wait_until_owning(first)
+    shop = f"{settings.sandbox_url}/shop/"
+    holders = await one_per_partition(settings, producer, shop, max_steps=30, timeout_s=900)
+    product = f"{settings.sandbox_url}/shop/product/{PRODUCT}"
+    finishers = [HandFedEpisode(settings, producer, product, timeout_s=900) for _ in range(4)]
+    try:
+        firsts = await asyncio.gather(*(h.start(wait_s=120) for h in holders))
+        await asyncio.gather(*(
+            h.act(f"Type [{mark_index(o, 'searchbox', 'Search products')}] [phone]", wait_s=120)
+            for h, o in zip(holders, firsts, strict=True)))
+        await asyncio.gather(*(finish_with_one_post(f, "done") for f in finishers))
+
+        second = start_worker(8)  # the group rebalances: every partition is revoked
+        await wait_until_owning(second)
+        afters = await asyncio.gather(*(h.act("Scroll [WINDOW] [down]", wait_s=180)
+                                        for h in holders))
+        assert all("q=phone" in a.url and a.step == 2 for a in afters)
+
+        first.stop()  # SIGTERM: its episodes are handed over to the second worker
+        afters = await asyncio.gather(*(h.act("Scroll [WINDOW] [up]", wait_s=180)
+                                        for h in holders))
+        assert all("q=phone" in a.url and a.step == 3 for a in afters)
+        for h in holders:
+            await h.send_only("ANSWER [held]")
+        done = await asyncio.gather(*(h.completed(wait_s=120) for h in holders))
+        assert {d.termination for d in done} == {"answer"}
+
+        counts = await completions_per_episode(settings, producer, holders + finishers)
+        assert counts == {e.episode_id: 1 for e in holders + finishers}
+        assert [f.duplicates for f in finishers] == [0] * 4
+        assert [await posts_of(settings, f.episode_id) for f in finishers] == [1] * 4
+    finally:
+        for ep in holders + finishers:
+            await ep.close()
+
+
+class TcpProxy:
+    """Forwards a local port to `target`; `cut()` refuses and drops every connection."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+        self.port = 0
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self.writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def cut(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for w in self.writers:
+            w.close()
+
+
+async def test_an_object_store_failure_ends_the_episode_as_crashed_with_the_reason(
+    settings: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    host, port = settings.s3.endpoint.rsplit(":", 1)
+    proxy = TcpProxy(host, int(port))
+    await proxy.start()
+    s = settings.model_copy(update={
+        "s3": settings.s3.model_copy(update={"endpoint": f"127.0.0.1:{proxy.port}"}),
+        "browser": settings.browser.model_copy(update={"dependency_retry_s": 3.0}),
+    })
+    worker = BrowserWorkerProcess(s, 2, tmp_path / "worker-s3.log")
+    try:
+        await wait_until_owning(worker)
+        async with HandFedEpisode(settings, producer, f"{settings.sandbox_url}/wiki/") as ep:
+            await ep.start()  # its screenshot went through the proxy
+            await proxy.cut()  # MinIO is gone for this worker
+            await ep.send_only("Scroll [WINDOW] [down]")
+            done = await ep.completed(wait_s=90)
+            assert done.termination == "crashed"
+            assert done.reason and done.reason.startswith("screenshot upload failed")
+            assert 1 not in ep.observations
+        assert worker.proc.poll() is None  # the worker goes on
+    finally:
+        worker.stop()
+        await proxy.cut()
+
+
+async def test_a_cancel_reaches_an_episode_that_is_still_opening(
+    settings: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    # The start page never finishes loading; opening it would take a minute.
+    s = settings.model_copy(update={
+        "browser": settings.browser.model_copy(update={"navigation_timeout_s": 60.0})})
+    worker = BrowserWorkerProcess(s, 2, tmp_path / "worker-slow.log")
+    try:
+        await wait_until_owning(worker)
+        url = f"{settings.sandbox_url}/hostile/never-loads"
+        async with HandFedEpisode(settings, producer, url) as ep:
+            await ep.begin()
+            await producer.publish(Topic.CONTROL, "0", CancelEpisode(
+                episode_id=ep.episode_id, iteration=0, reason="straggler"))
+            done = await ep.completed(wait_s=40)  # well before the page would have opened
+            assert (done.termination, done.reason) == ("cancelled", "straggler")
+            assert not ep.observations
+    finally:
+        worker.stop()

@@ -13,7 +13,7 @@ import pytest
 
 from tests.factories import all_sample_events, sample_event
 from webgym_common.admin import create_topics, describe_topic_configs
-from webgym_common.bus import EventConsumer, EventProducer, read_events
+from webgym_common.bus import EventConsumer, EventProducer, Received, read_events
 from webgym_common.codec import SINGLE_OBJECT_MAGIC, Codec
 from webgym_common.config import Settings
 from webgym_common.events import DeadLetter, StepObserved
@@ -144,3 +144,42 @@ async def test_garbage_goes_to_the_dead_letter_topic_and_the_consumer_continues(
         async with asyncio.timeout(30):
             first = await anext(consumer.events())
     assert first.event == fresh
+
+
+async def test_a_consumer_killed_after_a_dead_letter_reads_the_good_events_before_it_again(
+    settings: Settings, producer: EventProducer
+) -> None:
+    topic = producer.topic(Topic.ACTIONS)
+    before = [sample_event("ActionChosen") for _ in range(3)]
+    after = sample_event("ActionChosen")
+    # One key, one partition: good, good, good, poison, good in one fetch.
+    for event in before:
+        await producer.publish(Topic.ACTIONS, "episode-7", event)
+    await producer.publish_raw(topic, b"episode-7", b"\x00poison")
+    await producer.publish(Topic.ACTIONS, "episode-7", after)
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    first = EventConsumer(settings, [Topic.ACTIONS], group, producer)
+    await first.start()
+    batch: list[Received] = []
+    try:
+        async with asyncio.timeout(30):
+            while first.dead_lettered == 0 or len(batch) < 4:  # read past the poison
+                batch += await first.poll(200)
+        assert [r.event for r in batch] == [*before, after]
+        # It dies here, before handling any of them (a SIGKILL: no commit on the way out).
+    finally:
+        await first.stop()
+
+    async with EventConsumer(settings, [Topic.ACTIONS], group, producer) as again:
+        async with asyncio.timeout(30):
+            reread = []
+            async for received in again.events():
+                reread.append(received.event)
+                await again.commit(received)
+                if received.event == after:
+                    break
+    # The good events before the poison come again (none was lost); so does the poison,
+    # whose commit waited for them (dead-lettered again: at least once).
+    assert reread == [*before, after]
+    assert again.dead_lettered == 1

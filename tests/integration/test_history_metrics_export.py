@@ -30,7 +30,7 @@ from webgym_common.codec import read_container
 from webgym_common.config import Settings, settings_env
 from webgym_common.events import EpisodeScored, IterationClosed, TaskHistory, TrajectoryStep
 from webgym_common.history import load_task_history
-from webgym_common.metrics import compute_metrics, same_numbers
+from webgym_common.metrics import compute_metrics, recompute_metrics, same_numbers
 from webgym_common.topics import Group, Topic, group_id, topic_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -271,3 +271,37 @@ async def test_export_writes_one_iterations_episodes_to_a_zstandard_container(
     ranked = await export_iteration(settings, 6, tmp_path, rank=1)
     assert ranked.path == tmp_path / "iteration6_rank_1.avro" and ranked.episodes == 1
     assert [e.episode_id for e in read_container(ranked.path)] == ["y1"]
+
+
+async def test_metrics_from_partial_scores_are_corrected_when_late_scores_come(
+    settings: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    """Without a metrics process, `webgym rollout` recomputes at each close every closed
+    iteration from the log (recompute_metrics); with one, numbers published by someone who
+    had seen fewer scores are corrected by it."""
+    csv_path = tmp_path / "out" / "metrics.csv"
+    close = sample_event("IterationClosed").model_copy(update={"iteration": 1, "split": "train"})
+    assert isinstance(close, IterationClosed)
+    await publish_scored(producer, scored("p1", reward=1.0))
+    await producer.publish(Topic.CONTROL, "1", close)
+    table = await recompute_metrics(settings, producer, csv_path)  # iteration 1 closes
+    assert (table[1].episodes, table[1].success_rate) == (1, 1.0)
+    await publish_scored(producer, scored("p2"))  # scored after its iteration closed
+    await producer.publish(Topic.CONTROL, "2", close.model_copy(update={"iteration": 2}))
+    table = await recompute_metrics(settings, producer, csv_path)  # iteration 2 closes
+    assert (table[1].episodes, table[1].success_rate, table[2].episodes) == (2, 0.5, 0)
+    on_topic = await read_compacted(settings, Topic.METRICS, producer)
+    assert same_numbers(on_topic["1"], table[1])
+    assert csv_rows(csv_path)[1][:3] == ["1", "train", "2"]
+
+    proc = PipelineProcess(settings, ["worker", "metrics", "--csv", str(csv_path)],
+                           tmp_path / "metrics.log")
+    try:
+        await eventually(lambda: asyncio.to_thread(proc.is_ready), bool, "metrics ready")
+        stale = compute_metrics(1, "train", [scored("p1", reward=1.0)])
+        await producer.publish(Topic.METRICS, "1", stale)  # e.g. a controller's own numbers
+        await eventually(lambda: read_compacted(settings, Topic.METRICS, producer),
+                         lambda t: t["1"].episodes == 2, "iteration 1 corrected")
+    finally:
+        proc.stop()
+    assert proc.proc.returncode == 0, proc.log_text()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.procs import free_port, pid_alive, port_is_listening
+from infra.procs import free_port, free_port_block, pid_alive, port_is_listening
 from webgym_common.config import InfraSettings
 
 pytestmark = pytest.mark.integration
@@ -98,3 +98,30 @@ def test_a_missing_tool_gives_one_clear_error_line(tmp_path: Path) -> None:
     assert "Traceback" not in out
     assert out.splitlines()[-1].startswith("error: 'mvn' is not installed")
     assert shutil.which("mvn") is not None  # the real machine does have it
+
+
+def test_three_brokers_up_status_down(tmp_path: Path) -> None:
+    base = free_port_block(6)
+    env = cli_env(tmp_path, WEBGYM_INFRA__KAFKA_PORT=str(base),
+                  WEBGYM_INFRA__KAFKA_CONTROLLER_PORT=str(base + 1))
+    try:
+        up = webgym(env, "infra", "up", "--brokers", "3")
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "WEBGYM_INFRA__BROKERS=3" in up.stdout  # how the other commands learn of it
+        # `status` and `down` find every node without being told how many there are.
+        status = webgym(env, "infra", "status")
+        assert status.returncode == 0, status.stdout
+        for k in (1, 2, 3):
+            line = next(ln for ln in status.stdout.splitlines() if f" kafka-{k} " in ln)
+            assert f"127.0.0.1:{base + 2 * (k - 1)}" in line and "node" in line
+            assert "healthy" in line and "unhealthy" not in line
+        pids = [int((tmp_path / "run" / f"kafka-{k}.pid").read_text()) for k in (1, 2, 3)]
+        # Another size while this one runs is refused with one line.
+        other = webgym(env, "infra", "up")
+        assert other.returncode == 1 and "a 3-broker Kafka runs" in other.stdout
+    finally:
+        down = webgym(env, "infra", "down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert all(f"kafka-{k}" in down.stdout for k in (1, 2, 3))
+    assert not any(pid_alive(p) for p in pids)
+    assert not [p for p in range(base, base + 6) if port_is_listening("127.0.0.1", p)]

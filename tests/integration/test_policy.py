@@ -1,20 +1,42 @@
-"""The policy processor (faust) in the whole pipeline: real broker, browser, MinIO and vLLM."""
+"""The policy processor (faust) in the whole pipeline: real broker, browser, MinIO and vLLM.
+
+The restart tests play the browser by hand (requests, observations and completions
+published on the topics) around a real `webgym worker policy` process that is
+SIGKILLed, and count the outcome from the topics themselves.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.partitioner import murmur2
 
 from producers.drive_reference import episode_request
 from tests.support.hand_fed import watch_episodes
-from webgym_common.bus import EventProducer
+from tests.support.launch import PipelineProcess
+from webgym_common.bus import EventConsumer, EventProducer, make_consumer, read_to_end
 from webgym_common.config import Settings
+from webgym_common.events import (
+    ActionChosen,
+    EpisodeCompleted,
+    EpisodeRequested,
+    Event,
+    StepObserved,
+    Task,
+    Viewport,
+    utc_now,
+)
 from webgym_common.objectstore import ObjectStore
 from webgym_common.tasks import read_task_file
-from webgym_common.topics import Topic
+from webgym_common.topics import Group, Topic, group_id, topic_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 TASKS, _ = read_task_file(Path("infra/sandbox/tasks/sandbox_tasks.jsonl"))
@@ -107,3 +129,182 @@ async def test_killing_the_policy_processor_mid_episode_continues_from_its_table
     for earlier in steps[:-1]:
         assert f"Step {earlier}:" in text
     assert log.actions[0][0].action_string in text
+
+
+# -- restarts: nothing lost, nothing answered twice, nothing dead-lettered ----------------
+
+
+def teacher(settings: Settings, delay_s: float = 0.0, jitter_s: float = 0.0) -> Settings:
+    """The teacher policy, taking `delay_s` + up to `jitter_s` per decision (as a model would)."""
+    policy = settings.policy.model_copy(update={"teacher_delay_s": delay_s,
+                                                "teacher_delay_jitter_s": jitter_s})
+    return settings.model_copy(update={"policy": policy})
+
+
+class Episodes:
+    """Hand-made episodes, played on the topics as the controller and a browser would."""
+
+    def __init__(self, producer: EventProducer, ids: list[str]) -> None:
+        self.producer, self.ids = producer, ids
+        self.started = utc_now()
+
+    @classmethod
+    def make(cls, producer: EventProducer, n: int, partitions: int,
+             on_partition: int | None = None) -> Episodes:
+        ids: list[str] = []
+        while len(ids) < n:
+            eid = f"ep-{uuid.uuid4().hex[:10]}"
+            if on_partition is None or partition_of(eid, partitions) == on_partition:
+                ids.append(eid)
+        return cls(producer, ids)
+
+    async def request(self, eid: str) -> None:
+        task = Task(task_id=f"task-{eid}", task_name="hand-made", domain="sandbox-test",
+                    website="http://sandbox.invalid/", difficulty=1)
+        await self.producer.publish(Topic.EPISODES, eid, EpisodeRequested(
+            episode_id=eid, task=task, iteration=0, split="train", max_steps=20,
+            deadline=utc_now() + timedelta(minutes=30), policy_version="teacher-forcing"))
+
+    async def observe(self, eid: str, step: int, terminal: bool = False) -> None:
+        await self.producer.publish(Topic.OBSERVATIONS, eid, StepObserved(
+            episode_id=eid, task_id=f"task-{eid}", step=step, url="http://sandbox.invalid/",
+            viewport=Viewport(width=800, height=600), terminal=terminal))
+
+    async def complete(self, eid: str, steps: int) -> None:
+        await self.observe(eid, steps, terminal=True)
+        await self.producer.publish(Topic.EPISODES_COMPLETED, eid, EpisodeCompleted(
+            episode_id=eid, task_id=f"task-{eid}", iteration=0, split="train", steps=steps,
+            termination="answer", answer="", started_at=self.started))
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The partition our producer (aiokafka's default partitioner) puts `key` on."""
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
+async def read_all(settings: Settings, producer: EventProducer, topic: Topic) -> list[Event]:
+    async with EventConsumer(settings, [topic], None, producer, client_id="count") as reader:
+        return [r.event for r in await read_to_end(reader)]
+
+
+async def actions_per_step(settings: Settings, producer: EventProducer) -> Counter[tuple[str, int]]:
+    return Counter((a.episode_id, a.step) for a in await read_all(settings, producer, Topic.ACTIONS)
+                   if isinstance(a, ActionChosen))
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:
+    try:
+        async with asyncio.timeout(timeout_s):
+            while not await check():  # noqa: ASYNC110 (polls the topics)
+                await asyncio.sleep(0.5)
+    except TimeoutError:
+        raise AssertionError(f"{what}: not after {timeout_s:.0f}s") from None
+
+
+async def ready(proc: PipelineProcess, timeout_s: float = 90) -> None:
+    async def check() -> bool:
+        assert proc.proc.poll() is None, proc.log_text()[-3000:]
+        return proc.is_ready()
+    await until(check, timeout_s, "the policy is ready")
+
+
+async def policy_committed_everything(settings: Settings) -> bool:
+    """The policy group committed every partition of its inputs to its end: all handled."""
+    names = [topic_name(settings.kafka, t) for t in (Topic.OBSERVATIONS, Topic.EPISODES,
+                                                       Topic.EPISODES_COMPLETED)]
+    consumer = make_consumer(settings, [], group_id(settings.kafka, Group.POLICY), "probe")
+    await consumer.start()
+    try:
+        parts = [TopicPartition(n, p) for n in names for p in range(settings.kafka.partitions)]
+        ends = await consumer.end_offsets(parts)
+        for tp in parts:
+            if ends[tp] and (await consumer.committed(tp) or 0) < ends[tp]:
+                return False
+        return True
+    finally:
+        await consumer.stop()
+
+
+async def test_a_policy_killed_mid_decision_answers_every_observation_exactly_once(
+    settings: Settings, producer: EventProducer, start_policy
+) -> None:
+    slow = teacher(settings, delay_s=1.0, jitter_s=5.0)  # decisions finish out of order
+    first = start_policy("teacher", slow)
+    await ready(first)
+    eps = Episodes.make(producer, 8, settings.kafka.partitions)
+    for eid in eps.ids:
+        await eps.request(eid)
+    steps = 3
+    for step in range(steps):
+        for eid in eps.ids:
+            await eps.observe(eid, step)
+        if step == 1:  # 8 episodes mid-decision, some answered already: SIGKILL, restart
+            await asyncio.sleep(4)
+            first.kill()
+            await ready(start_policy("teacher", slow))
+
+        async def answered(step: int = step) -> bool:
+            got = await actions_per_step(settings, producer)
+            return all((eid, step) in got for eid in eps.ids)
+        await until(answered, 120, f"every episode's step {step} is answered")
+    for eid in eps.ids:
+        await eps.complete(eid, steps)
+    await until(lambda: policy_committed_everything(settings), 120, "the policy caught up")
+
+    counts = await actions_per_step(settings, producer)
+    assert counts == Counter({(eid, step): 1 for eid in eps.ids for step in range(steps)})
+    assert await read_all(settings, producer, Topic.DLQ) == []
+
+
+async def test_observations_before_their_late_request_wait_across_a_restart(
+    settings: Settings, producer: EventProducer, start_policy
+) -> None:
+    """The request comes 20+ s after the observation (the agents have no order between them),
+    and an observation behind it on the same partition is answered meanwhile."""
+    s = teacher(settings, delay_s=0.5)
+    first = start_policy("teacher", s)
+    await ready(first)
+    late, early = Episodes.make(producer, 2, settings.kafka.partitions, on_partition=0).ids
+    eps = Episodes(producer, [late, early])
+    await eps.request(early)
+    await eps.observe(late, 0)  # its request is not published yet
+    await eps.observe(early, 0)  # after it on the same partition: answered first
+
+    async def answered(eid: str) -> bool:
+        return (eid, 0) in await actions_per_step(settings, producer)
+    await until(lambda: answered(early), 60, "the episode with a request is answered")
+    await asyncio.sleep(4)  # long enough for faust to commit what it acked
+    first.kill()
+    await ready(start_policy("teacher", s))
+    await asyncio.sleep(max(0.0, 22 - (utc_now() - eps.started).total_seconds()))
+    await eps.request(late)  # 20+ s after its observation
+    await until(lambda: answered(late), 60, "the observation is decided once its request came")
+    await until(lambda: policy_committed_everything(settings), 60, "the policy caught up")
+
+    assert await actions_per_step(settings, producer) == Counter({(late, 0): 1, (early, 0): 1})
+    assert await read_all(settings, producer, Topic.DLQ) == []
+
+
+async def test_a_restart_after_episodes_ended_dead_letters_none_of_their_observations(
+    settings: Settings, producer: EventProducer, start_policy
+) -> None:
+    first = start_policy("teacher", teacher(settings))
+    await ready(first)
+    eps = Episodes.make(producer, 8, settings.kafka.partitions)
+    for eid in eps.ids:
+        await eps.request(eid)
+        await eps.observe(eid, 0)
+
+    async def all_answered() -> bool:
+        got = await actions_per_step(settings, producer)
+        return all((eid, 0) in got for eid in eps.ids)
+    await until(all_answered, 60, "every episode's first step is answered")
+    for eid in eps.ids:
+        await eps.complete(eid, 1)
+    await asyncio.sleep(0.5)  # the ends are read; the last acks are not all committed yet
+    first.kill()  # what was not committed comes again: observations of ended episodes
+    await ready(start_policy("teacher", teacher(settings)))
+    await until(lambda: policy_committed_everything(settings), 90, "the policy caught up")
+
+    assert await read_all(settings, producer, Topic.DLQ) == []
+    assert await actions_per_step(settings, producer) == Counter({(e, 0): 1 for e in eps.ids})

@@ -2,9 +2,12 @@
 
 Docker does not run on the CI machine, so these tests read the files and check
 the contracts the stack depends on: which services exist, how they wait for
-each other, what is published to the host, and how the pipeline processes are
-started and configured. Every command a project service runs must be a real
-`webgym` command: the set of real ones is read from the typer app itself.
+each other, what is published to the host (127.0.0.1 only), which credentials
+it needs (from the environment, never a default), and how the pipeline
+processes are started and configured. Every command a project service runs must
+be a real `webgym` command: the set of real ones is read from the typer app
+itself. (`docker compose config` would check more, but this machine has no
+compose plugin; `interpolate` below does compose's variable substitution.)
 """
 
 from __future__ import annotations
@@ -116,6 +119,64 @@ def environment(service: dict[str, Any]) -> dict[str, str]:
     return {str(k): "" if v is None else str(v) for k, v in env.items()}
 
 
+def port_bindings(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(host IP, host port) of each published port; ("", ...) when no IP is given (all)."""
+    bindings = []
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):
+            if port.get("published") is not None:
+                bindings.append((str(port.get("host_ip") or ""), str(port["published"])))
+            continue
+        text = str(port).split("/")[0]
+        if text.startswith("["):  # [v6]:host:container
+            ip, _, rest = text[1:].partition("]")
+            bindings.append((ip, rest.lstrip(":").split(":")[0]))
+            continue
+        parts = text.split(":")
+        if len(parts) == 1:  # a bare container port: published on a random port of all IPs
+            bindings.append(("", ""))
+        elif len(parts) == 2:
+            bindings.append(("", parts[0]))
+        else:
+            bindings.append((parts[0], parts[1]))
+    return bindings
+
+
+# ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}, $VAR; $$ is a "$".
+_VARIABLE = re.compile(r"\$(?:\$|\{(\w+)(?:(:?[-?])([^}]*))?\}|(\w+))")
+# Variables that hold a secret or an identity; they may default to nothing at most.
+CREDENTIAL = re.compile(r"(USER|PASSWORD|SECRET|KEY|TOKEN)$")
+
+
+class MissingVariable(ValueError):
+    pass
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's substitution of `${...}` in `text`; MissingVariable for a required one."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1) or m.group(4)
+        op, arg = m.group(2), m.group(3) or ""
+        value = env.get(name)
+        unset = value is None or (op is not None and op.startswith(":") and value == "")
+        if op and op.endswith("?") and unset:
+            raise MissingVariable(f"{name}: {arg}")
+        if op and op.endswith("-") and unset:
+            return arg
+        return value or ""
+
+    return _VARIABLE.sub(one, text)
+
+
+def variables(text: str) -> list[tuple[str, str | None, str]]:
+    """(name, operator, argument) of every `${...}` in `text`."""
+    return [(m.group(1) or m.group(4), m.group(2), m.group(3) or "")
+            for m in _VARIABLE.finditer(text) if m.group(0) != "$$"]
+
+
 def published_ports(service: dict[str, Any]) -> set[int]:
     """Host ports a service publishes, from short or long port syntax."""
     host_ports: set[int] = set()
@@ -159,11 +220,68 @@ def test_project_services_build_the_project_image(
         ("redpanda", {19092}),
         ("minio", {9000, 9001}),
         ("console", {8080}),
-        ("vllm", {8000}),
     ],
 )
 def test_published_ports(services: dict[str, dict[str, Any]], name: str, ports: set[int]) -> None:
     assert ports <= published_ports(services[name])
+
+
+def test_every_published_port_binds_loopback_only(services: dict[str, dict[str, Any]]) -> None:
+    bindings = {name: port_bindings(svc) for name, svc in services.items()}
+    assert any(bindings.values()), "nothing is published: the check would be vacuous"
+    wide = {name: b for name, b in bindings.items() if any(ip != "127.0.0.1" for ip, _ in b)}
+    assert not wide, f"published on more than 127.0.0.1: {wide}"
+
+
+def test_port_bindings_reads_every_syntax() -> None:
+    assert port_bindings({"ports": [
+        "9000:9000", "127.0.0.1:9001:9001", "8000", "0.0.0.0:1:1/udp", "[::1]:2:2",
+        {"target": 80, "published": 8080, "host_ip": "127.0.0.1"}, {"target": 81, "published": 81},
+    ]}) == [("", "9000"), ("127.0.0.1", "9001"), ("", ""), ("0.0.0.0", "1"), ("::1", "2"),
+            ("127.0.0.1", "8080"), ("", "81")]
+
+
+def test_vllm_is_reachable_only_on_the_compose_network(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    svc = services["vllm"]
+    assert not svc.get("ports"), "vLLM loads LoRA adapters at runtime: publish nothing"
+    assert svc.get("network_mode") is None  # not "host"
+
+
+def test_no_credential_has_a_working_default() -> None:
+    text = COMPOSE_FILE.read_text()
+    used = variables(text)
+    credentials = {name for name, _, _ in used if CREDENTIAL.search(name)}
+    assert {"MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "VLLM_API_KEY"} <= credentials
+    for name, op, arg in used:
+        if CREDENTIAL.search(name) and op is not None and op.endswith("-"):
+            assert arg == "", f"${{{name}{op}{arg}}} gives a credential a default"
+    for name in ("MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "VLLM_API_KEY"):
+        ops = {op for n, op, _ in used if n == name}
+        assert ops == {":?"}, f"{name} must be required (${{{name}:?...}}) everywhere: {ops}"
+
+
+def test_compose_refuses_to_start_without_the_credentials() -> None:
+    text = COMPOSE_FILE.read_text()
+    secrets = {"MINIO_ROOT_USER": "u", "MINIO_ROOT_PASSWORD": "p", "VLLM_API_KEY": "k"}
+    interpolate(text, secrets)
+    for name in secrets:
+        with pytest.raises(MissingVariable, match=name):
+            interpolate(text, {k: v for k, v in secrets.items() if k != name})
+        with pytest.raises(MissingVariable, match=name):
+            interpolate(text, {**secrets, name: ""})
+
+
+def test_interpolate_follows_compose() -> None:
+    env = {"A": "a", "E": ""}
+    assert interpolate("$A ${A} ${A:-x} ${E:-x} ${E-x} ${U-x} $$A ${A:?no}", env) == (
+        "a a a x  x $A a")
+    with pytest.raises(MissingVariable, match="U: set U"):
+        interpolate("${U:?set U}", env)
+    with pytest.raises(MissingVariable, match="E: no"):
+        interpolate("${E:?no}", env)
+    assert interpolate("${E?no}", env) == ""
 
 
 def test_redpanda_advertises_internal_and_host_listeners(
@@ -306,6 +424,10 @@ def test_pipeline_environment(services: dict[str, dict[str, Any]], name: str) ->
     assert env.get("WEBGYM_S3__ACCESS_KEY")
     assert env.get("WEBGYM_S3__SECRET_KEY")
     assert "http://vllm:8000/v1" in env.get("WEBGYM_POLICY__BASE_URL", "")
+    # The model server's key reaches the policy and the LLM judge.
+    vllm_key = environment(services["vllm"])["VLLM_API_KEY"]
+    assert env.get("WEBGYM_POLICY__API_KEY") == vllm_key
+    assert env.get("WEBGYM_EVALUATOR__API_KEY") == vllm_key
 
 
 def test_s3_credentials_match_minio(services: dict[str, dict[str, Any]]) -> None:
@@ -339,6 +461,15 @@ def test_vllm_serves_lora_policy(services: dict[str, dict[str, Any]]) -> None:
     assert argv[argv.index("--served-model-name") + 1] == "webgym-policy"
     assert "--model" in argv
     assert environment(svc).get("VLLM_ALLOW_RUNTIME_LORA_UPDATING") == "True"
+
+
+def test_vllm_requires_an_api_key(services: dict[str, dict[str, Any]]) -> None:
+    # vLLM reads its --api-key from VLLM_API_KEY; runtime LoRA loading is under /v1, so guarded.
+    key = environment(services["vllm"]).get("VLLM_API_KEY", "")
+    assert re.fullmatch(r"\$\{VLLM_API_KEY:\?[^}]+\}", key), key
+    # Not on the command line, which `ps` shows to every user of the host.
+    assert not any("api-key" in a or "VLLM_API_KEY" in a
+                   for a in as_argv(services["vllm"].get("command")))
 
 
 def _volume_mounts(service: dict[str, Any]) -> dict[str, str]:
@@ -425,3 +556,13 @@ def test_dockerfile_installs_project_editable_with_optional_lock() -> None:
     runs = " ".join(args for kw, args in dockerfile_instructions() if kw == "RUN")
     assert "pip install -e ." in runs
     assert "-c requirements.lock" in runs
+
+
+def test_dockerfile_runs_as_an_unprivileged_user() -> None:
+    users = [args for kw, args in dockerfile_instructions() if kw == "USER"]
+    assert users and users[-1] not in ("root", "0"), users
+
+
+def test_dockerignore_keeps_secrets_out_of_the_image() -> None:
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    assert {".env", ".env.*", "**/.env", "**/.env.*", "*.pem", "*.key"} <= ignored

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from infra import pipeline
-from infra.procs import InfraError, ManagedProcess
+from infra.procs import InfraError, ManagedProcess, pid_alive
 from webgym_common.config import Settings, load_settings
 
 # Stands in for a worker: says it is ready after a moment (as mark_ready would), then serves.
@@ -57,3 +60,68 @@ def test_up_fails_with_the_log_when_a_process_exits(
         asyncio.run(pipeline.up(settings, timeout_s=30))
     assert "no broker at all" in str(err.value)
     assert ManagedProcess("pipeline-metrics", settings.infra.data_dir).pid() is None
+
+
+def test_a_killed_process_is_restarted_and_down_leaves_nothing(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast = settings.model_copy(update={"infra": settings.infra.model_copy(
+        update={"restart_backoff_s": 0.2, "restart_backoff_max_s": 0.4})})
+    monkeypatch.setattr(pipeline, "available", lambda: ["history", "metrics"])
+    monkeypatch.setattr(pipeline, "command", lambda name: [sys.executable, "-c", READY_LATER])
+    try:
+        assert asyncio.run(pipeline.up(fast, timeout_s=30)) == ["history", "metrics"]
+        supervisor = pipeline.supervisor_pid(fast)
+        assert supervisor is not None
+        before = {r.name: r.pid for r in pipeline.status(fast)}
+        assert all(r.restarts == 0 and r.last_exit == "-" for r in pipeline.status(fast))
+        os.killpg(before["history"], signal.SIGKILL)
+        row = wait_for(lambda: next(r for r in pipeline.status(fast)
+                                    if r.name == "history" and r.ready and r.restarts))
+        assert row.pid not in (None, before["history"])
+        assert row.restarts == 1 and row.last_exit == "SIGKILL" and row.last_restart_at
+        metrics = next(r for r in pipeline.status(fast) if r.name == "metrics")
+        assert metrics.pid == before["metrics"] and metrics.restarts == 0
+        pids = [r.pid for r in pipeline.status(fast)]
+    finally:
+        assert sorted(pipeline.down(fast)) == ["history", "metrics"]
+    assert not pid_alive(supervisor)
+    assert not any(pid_alive(p) for p in pids if p)
+    time.sleep(1.0)  # longer than the backoff: a restart after down would show by now
+    assert all(r.pid is None and not r.ready for r in pipeline.status(fast))
+    assert not list((fast.infra.data_dir / "run").glob("pipeline-*.pid"))
+
+
+def test_up_is_a_no_op_while_the_supervisor_runs_and_restarts_after_it_was_killed(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline, "available", lambda: ["history"])
+    monkeypatch.setattr(pipeline, "command", lambda name: [sys.executable, "-c", READY_LATER])
+    try:
+        asyncio.run(pipeline.up(settings, timeout_s=30))
+        assert asyncio.run(pipeline.up(settings)) == []
+        (orphan,) = [r.pid for r in pipeline.status(settings)]
+        sup = pipeline.supervisor_pid(settings)
+        assert sup is not None and orphan is not None
+        os.killpg(sup, signal.SIGKILL)
+        wait_for(lambda: pipeline.supervisor_pid(settings) is None or None)
+        # The orphaned worker is stopped and a supervised one started in its place.
+        assert asyncio.run(pipeline.up(settings, timeout_s=30)) == ["history"]
+        assert not pid_alive(orphan)
+        (row,) = pipeline.status(settings)
+        assert row.pid not in (None, orphan) and row.ready
+    finally:
+        pipeline.down(settings)
+
+
+def wait_for(probe, timeout_s: float = 20.0):  # type: ignore[no-untyped-def]
+    """probe()'s first truthy value (StopIteration counts as not yet)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if found := probe():
+                return found
+        except StopIteration:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +71,27 @@ def test_rollout_strategy_is_an_override(
     settings, split, per_iteration, iterations, _ = calls["rollout"]
     assert settings.rollout.strategy == SamplingStrategy.RATIO
     assert (split, per_iteration, iterations) == ("test", 32, 1)
+
+
+def test_pipeline_status_shows_restarts_and_the_last_exit(
+    runner: CliRunner, data_dir: Path,
+) -> None:
+    (data_dir / "run").mkdir()
+    (data_dir / "run" / "pipeline-history.pid").write_text(str(os.getpid()))
+    (data_dir / "run" / "pipeline-history.ready").write_text("ready")
+    (data_dir / "run" / "pipeline-supervisor.json").write_text(json.dumps({
+        "history": {"pid": os.getpid(), "restarts": 2, "last_exit": -9,
+                    "last_restart_at": time.time() - 5},
+        "metrics": {"pid": None, "restarts": 1, "last_exit": 1, "last_restart_at": None}}))
+    result = runner.invoke(app, ["pipeline", "status"])
+    lines = result.output.splitlines()
+    history = next(ln for ln in lines if " history " in ln)
+    metrics = next(ln for ln in lines if " metrics " in ln)
+    assert " 2 " in history and "SIGKILL, restarted" in history and "ready" in history
+    assert " 1 " in metrics and "exit 1" in metrics and "stopped" in metrics
+    assert "supervisor: not running" in result.output
+    # With a supervisor, a process that is not running is being restarted.
+    (data_dir / "run" / "pipeline-supervisor.pid").write_text(str(os.getpid()))
+    result = runner.invoke(app, ["pipeline", "status"])
+    assert "restarting" in next(ln for ln in result.output.splitlines() if " metrics " in ln)
+    assert f"supervisor: pid {os.getpid()}" in result.output

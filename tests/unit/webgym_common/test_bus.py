@@ -1,10 +1,19 @@
-"""The bus's pure parts (bus.py): the one dead-letter builder."""
+"""The bus (bus.py) without a broker: the one dead-letter builder, in-order commits."""
 
 from __future__ import annotations
 
-from aiokafka import ConsumerRecord
+from collections.abc import Callable
 
-from webgym_common.bus import dead_letter
+import pytest
+from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
+
+from tests.factories import sample_event
+from webgym_common import bus
+from webgym_common.bus import EventConsumer, dead_letter
+from webgym_common.codec import Codec
+from webgym_common.config import load_settings
+from webgym_common.offsets import OffsetHolds
 
 
 def test_a_dead_letter_keeps_the_bytes_and_where_they_came_from() -> None:
@@ -25,3 +34,98 @@ def test_a_tombstone_is_dead_lettered_as_empty_bytes_and_a_group_is_optional() -
     letter = dead_letter(record, "empty message (tombstone or null value)", None)
     assert letter.raw_value == b"" and letter.source_key is None
     assert letter.consumer_group is None
+
+
+# -- in-order commits (item 7): a dead letter never commits ahead of the events before it --
+
+
+class FakeKafka:
+    """Just what EventConsumer asks of an aiokafka consumer: one batch, commits, assignment."""
+
+    def __init__(self, records: list[ConsumerRecord]) -> None:
+        self.batches = [records]
+        self.commits: list[dict[TopicPartition, int]] = []
+
+    async def getmany(self, timeout_ms: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        batch = self.batches.pop(0) if self.batches else []
+        return {TP: batch} if batch else {}
+
+    async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        self.commits.append({tp: o.offset for tp, o in offsets.items()})
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TP}
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.codec = Codec()
+        self.letters: list[int] = []
+
+    async def dead_letter(self, record: ConsumerRecord, error: str, group: str | None) -> None:
+        self.letters.append(record.offset)
+
+
+TP = TopicPartition("p.episodes.scored", 0)
+
+
+def record(offset: int, value: bytes) -> ConsumerRecord:
+    return ConsumerRecord(topic=TP.topic, partition=0, offset=offset, timestamp=0,
+                          timestamp_type=0, key=b"k", value=value, checksum=None,
+                          serialized_key_size=1, serialized_value_size=len(value), headers=())
+
+
+Over = Callable[..., tuple[EventConsumer, FakeKafka]]
+
+
+@pytest.fixture
+def consumer_over(monkeypatch: pytest.MonkeyPatch) -> Over:
+    def make(records: list[ConsumerRecord], offsets: OffsetHolds | None = None
+             ) -> tuple[EventConsumer, FakeKafka]:
+        kafka = FakeKafka(records)
+        monkeypatch.setattr(bus, "make_consumer", lambda *args: kafka)
+        consumer = EventConsumer(load_settings(), [], "g", FakeProducer(),  # type: ignore[arg-type]
+                                 offsets=offsets)
+        return consumer, kafka
+
+    return make
+
+
+async def test_a_dead_letter_between_good_events_is_committed_only_with_them(
+        consumer_over: Over) -> None:
+    good = Codec().encode(sample_event("EpisodeScored"))
+    consumer, kafka = consumer_over(
+        [record(0, good), record(1, good), record(2, b"\x00poison"), record(3, good)])
+    batch = await consumer.poll()
+    assert [r.offset for r in batch] == [0, 1, 3] and consumer.dead_lettered == 1
+    # The poison is in the DLQ, but 0 and 1 are not handled: a crash now must re-read them.
+    assert kafka.commits == []
+    await consumer.commit(batch[1])
+    assert kafka.commits == []  # 0 is still being handled
+    await consumer.commit(batch[0])
+    assert kafka.commits == [{TP: 3}]  # 0, 1 and the dead letter at 2; 3 is still pending
+    await consumer.commit(batch[2])
+    assert kafka.commits == [{TP: 3}, {TP: 4}]
+
+
+async def test_a_poison_after_everything_handled_is_committed_at_once(
+        consumer_over: Over) -> None:
+    good = Codec().encode(sample_event("EpisodeScored"))
+    consumer, kafka = consumer_over([record(5, good), record(6, b"junk")])
+    (first,) = await consumer.poll()
+    await consumer.commit(first)
+    assert kafka.commits == [{TP: 7}]  # the poison at 6 came after 5 in the same batch
+    kafka.batches = [[record(7, b"junk")]]
+    assert await consumer.poll() == []
+    assert kafka.commits == [{TP: 7}, {TP: 8}]  # nothing pending: committed past at once
+
+
+async def test_a_caller_that_tracks_its_offsets_only_sees_dead_letters_marked(
+        consumer_over: Over) -> None:
+    holds = OffsetHolds()
+    good = Codec().encode(sample_event("EpisodeScored"))
+    consumer, kafka = consumer_over([record(0, b"junk"), record(1, good)], holds)
+    (received,) = await consumer.poll()
+    assert kafka.commits == [] and holds.next_offset == {TP: 1} and holds.holds == {}
+    holds.hold(received.tp, received.offset, "ep")  # the caller's business from here on
+    assert holds.committable() == {TP: 1}

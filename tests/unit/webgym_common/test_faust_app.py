@@ -1,7 +1,10 @@
-"""The faust side (faust_app.py): the "webgym" codec, typed events, registry topics, readiness."""
+"""The faust side (faust_app.py): the "webgym" codec, typed events, registry topics, readiness,
+in-order acks."""
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +19,7 @@ from webgym_common.events import ActionChosen, Event, StepObserved
 from webgym_common.faust_app import (
     EMPTY_VALUE,
     EVENT_SERIALIZER,
+    InOrderAcks,
     Undecodable,
     decode_error,
     faust_table,
@@ -123,3 +127,85 @@ async def test_the_app_is_ready_once_its_first_rebalance_has_recovered_its_table
     ready.unlink()
     await app.on_rebalance_complete.send()  # later rebalances: said once is enough
     assert not ready.exists()
+
+
+# -- in-order acks: never ack an event while one that arrived before it is in flight ------
+
+
+@dataclass
+class AckedMessage:
+    topic: str
+    partition: int
+    offset: int
+    acked: list[tuple[int, int]]
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+@dataclass
+class AckedEvent:
+    message: AckedMessage
+
+    def ack(self) -> None:  # as faust's Event.ack: the offset becomes committable
+        self.message.acked.append((self.message.partition, self.message.offset))
+
+
+def test_in_order_acks_ack_only_a_done_prefix_of_each_partition() -> None:
+    acks, acked = InOrderAcks(), []
+    events = [AckedEvent(AckedMessage("t.observations", p, o, acked))
+              for o in range(3) for p in (0, 1)]
+    tickets = [acks.arrived(e) for e in events]  # type: ignore[arg-type]
+    acks.done(tickets[4])  # p0@2 done while p0@0 and p0@1 are in flight
+    acks.done(tickets[1])  # p1@0
+    assert acked == [(1, 0)]
+    acks.done(tickets[0])  # p0@0: p0@1 is still in flight
+    assert acked == [(1, 0), (0, 0)]
+    acks.done(tickets[2], ack=False)  # p0@1 handled, acked by its handler already
+    assert acked == [(1, 0), (0, 0), (0, 2)]
+    assert acks.pending(("t.observations", 0)) == 0 and acks.pending(("t.observations", 1)) == 2
+
+
+def test_random_interleavings_of_in_order_acks_never_ack_past_an_unfinished_event() -> None:
+    rng = random.Random(4)
+    for _ in range(200):
+        acks, acked = InOrderAcks(), []
+        tickets, unfinished, next_offset = {}, set(), [0, 0]
+        for _ in range(60):
+            if rng.random() < 0.5:
+                p = rng.randrange(2)
+                event = AckedEvent(AckedMessage("t.observations", p, next_offset[p], acked))
+                tickets[(p, next_offset[p])] = acks.arrived(event)  # type: ignore[arg-type]
+                unfinished.add((p, next_offset[p]))
+                next_offset[p] += 1
+            elif unfinished:
+                done = rng.choice(sorted(unfinished))
+                unfinished.discard(done)
+                acks.done(tickets[done])
+            for p, offset in acked:
+                assert all(o > offset for q, o in unfinished if q == p), (p, offset, unfinished)
+        for p in (0, 1):  # each partition's acks come in arrival order, with no gap
+            mine = [o for q, o in acked if q == p]
+            assert mine == list(range(len(mine)))
+
+
+async def test_a_turn_comes_once_every_earlier_event_of_the_partition_is_done() -> None:
+    acks, acked = InOrderAcks(), []
+    first, second = (acks.arrived(AckedEvent(AckedMessage(  # type: ignore[arg-type]
+        "t.completed", 0, o, acked))) for o in (0, 1))
+    waiting = asyncio.create_task(acks.turn(second))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    acks.done(first)
+    await acks.wake()
+    await asyncio.wait_for(waiting, 1)
+    await acks.turn(first)  # already done: no wait
+
+
+def test_forgotten_partitions_are_never_acked() -> None:
+    acks, acked = InOrderAcks(), []
+    ticket = acks.arrived(AckedEvent(AckedMessage("t.observations", 0, 5, acked)))  # type: ignore[arg-type]
+    acks.forget([("t.observations", 0)])
+    acks.done(ticket)  # its partition moved away: the next owner reads it again
+    assert acked == []

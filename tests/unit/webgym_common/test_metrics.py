@@ -1,5 +1,6 @@
-"""compute_metrics on hand-built scored episodes: each rate's denominator, repeats, GoBack;
-and the CSV and PNG written from the metrics table."""
+"""compute_metrics on hand-built scored episodes: each rate's denominator, repeats, GoBack,
+judge failures; the CSV and PNG written from the metrics table; and the fold that keeps
+published metrics right (late scores, numbers published from partial scores)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.factories import sample_event
 from tests.unit.scored import scored
-from webgym_common.metrics import CSV_COLUMNS, compute_metrics, print_metrics, write_outputs
+from webgym_common.events import EpisodeScored, IterationClosed, utc_now
+from webgym_common.history import JUDGE_FAILED
+from webgym_common.metrics import (
+    CSV_COLUMNS,
+    MetricsFold,
+    compute_metrics,
+    print_metrics,
+    same_numbers,
+    write_outputs,
+)
 
 
 def test_each_rate_has_its_own_denominator() -> None:
@@ -83,3 +94,66 @@ def test_outputs_are_one_row_per_iteration_and_a_png(tmp_path: Path) -> None:
     assert [line.split(",")[:3] for line in lines[1:]] == [["1", "train", "1"], ["2", "train", "0"]]
     assert (tmp_path / "m" / "metrics.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     print_metrics(table.values())
+
+
+# -- the fold that keeps them right ------------------------------------------------------
+
+
+def closed(iteration: int) -> IterationClosed:
+    close = sample_event("IterationClosed").model_copy(
+        update={"iteration": iteration, "split": "train"})
+    assert isinstance(close, IterationClosed)
+    return close
+
+
+def judge_failed(episode_id: str) -> EpisodeScored:
+    return scored(episode_id).model_copy(update={"evaluation": f"{JUDGE_FAILED}: blocking"})
+
+
+def test_closed_iterations_are_reported_once_and_again_on_late_episodes() -> None:
+    fold = MetricsFold()
+    fold.fold([scored("a", reward=1.0), scored("z", iteration=4)])
+    assert fold.changed() == []  # nothing closed yet
+    fold.fold([closed(3), scored("a")])
+    (m,) = fold.changed()
+    assert (m.iteration, m.episodes, m.success_rate) == (3, 1, 1.0)
+    fold.table[3] = m  # published
+    assert fold.changed() == []
+    fold.fold([scored("late", reward=0.0)])
+    (m2,) = fold.changed()
+    assert m2.episodes == 2 and m2.success_rate == 0.5 and not same_numbers(m2, m)
+    assert same_numbers(m2, m2.model_copy(update={"event_id": "other"}))
+
+
+def test_numbers_published_by_someone_else_from_partial_scores_are_corrected() -> None:
+    """A controller closed iteration 3 having seen one score and published that; the fold
+    has both and publishes the right numbers again, and nothing once they are there."""
+    fold = MetricsFold()
+    fold.fold([closed(3), scored("a", reward=1.0), scored("b", reward=0.0)])
+    (right,) = fold.changed()
+    fold.table[3] = right
+    partial = compute_metrics(3, "train", [scored("a", reward=1.0)])
+    fold.fold([partial])
+    (again,) = fold.changed()
+    assert same_numbers(again, right) and again.episodes == 2
+    fold.fold([again])
+    assert fold.changed() == []
+
+
+def test_unchanged_numbers_are_not_published_again_after_a_restart() -> None:
+    first = MetricsFold()
+    first.fold([closed(1), scored("a", iteration=1, reward=1.0)])
+    (m,) = first.changed()
+    restarted = MetricsFold({1: m.model_copy(update={"event_id": "x", "produced_at": utc_now()})})
+    restarted.fold([m, closed(1), scored("a", iteration=1, reward=1.0)])
+    assert restarted.changed() == []
+
+
+def test_judge_failures_are_not_episodes_of_the_metrics() -> None:
+    eps = [scored("a", reward=1.0), judge_failed("b"), judge_failed("c")]
+    m = compute_metrics(3, "train", eps)
+    assert m.episodes == 1 and m.success_rate == 1.0
+    fold = MetricsFold()
+    fold.fold([closed(3), *eps])
+    (folded,) = fold.changed()
+    assert same_numbers(folded, m)

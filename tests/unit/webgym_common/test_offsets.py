@@ -130,3 +130,67 @@ def test_random_histories_never_commit_past_a_hold_or_go_backwards() -> None:
                     assert offset > committed.get(partition, -1)
                 holds.mark_committed(offsets)
                 committed.update(offsets)
+
+
+# -- one record's own handling: begin/finish (the bus consumer, faust's in-order acks) --
+
+
+def test_a_finished_record_is_not_committed_past_an_earlier_unfinished_one() -> None:
+    holds = OffsetHolds()
+    for offset in range(3):
+        holds.begin(P0, offset)
+    holds.seen(P0, 3)  # a dead letter right after them: finished at once
+    assert holds.committable() == {P0: 0}
+    holds.finish(P0, 2)
+    holds.finish(P0, 1)
+    assert holds.safe_offset(P0) == 0  # 0 is still being handled
+    holds.finish(P0, 0)
+    assert holds.committable() == {P0: 4}
+    assert holds.safe_offset(P1) is None  # nothing read there
+
+
+def test_random_interleavings_never_commit_past_an_unfinished_offset() -> None:
+    rng = random.Random(9)
+    for _ in range(300):
+        holds = OffsetHolds()
+        read = {P0: 0, P1: 0}
+        unfinished: dict[TopicPartition, set[int]] = {P0: set(), P1: set()}
+        committed: dict[TopicPartition, int] = {}
+        for _ in range(80):
+            tp, op = rng.choice((P0, P1)), rng.random()
+            if op < 0.45:  # a record is read; some are dead letters (finished at once)
+                if rng.random() < 0.2:
+                    holds.seen(tp, read[tp])
+                else:
+                    holds.begin(tp, read[tp])
+                    unfinished[tp].add(read[tp])
+                read[tp] += 1
+            elif op < 0.85 and unfinished[tp]:  # any of them finishes, in any order
+                offset = rng.choice(sorted(unfinished[tp]))
+                holds.finish(tp, offset)
+                unfinished[tp].discard(offset)
+            else:
+                offsets = holds.committable()
+                for partition, offset in offsets.items():
+                    assert offset <= min(unfinished[partition], default=read[partition])
+                    assert offset > committed.get(partition, -1)
+                holds.mark_committed(offsets)
+                committed.update(offsets)
+        for tp in (P0, P1):  # once everything finished, everything read is committable
+            for offset in sorted(unfinished[tp]):
+                holds.finish(tp, offset)
+            if read[tp]:
+                assert holds.safe_offset(tp) == read[tp]
+
+
+def test_finishing_twice_or_a_record_never_begun_is_harmless() -> None:
+    holds = OffsetHolds()
+    holds.begin(P0, 0)
+    holds.begin(P0, 1)
+    holds.finish(P0, 1)
+    holds.finish(P0, 1)
+    holds.finish(P0, 7)
+    assert holds.safe_offset(P0) == 0
+    holds.forget({P0})
+    holds.finish(P0, 0)  # finished after its partition moved away: nothing comes back
+    assert holds.committable() == {}

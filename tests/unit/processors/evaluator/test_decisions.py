@@ -6,6 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from processors.evaluator.decisions import (
+    STEPS_CAP,
     already_scored,
     blocked_event,
     collect_action,
@@ -13,9 +14,12 @@ from processors.evaluator.decisions import (
     collect_request,
     completion_error,
     forget_episode,
+    lagging,
     missing_parts,
+    partial_note,
     scored_event,
     scored_key,
+    trajectory_error,
 )
 from processors.evaluator.reward import Judgement
 from tests.factories import sample_event
@@ -28,6 +32,7 @@ from webgym_common.events import (
     StepObserved,
     Viewport,
 )
+from webgym_common.history import JUDGE_FAILED
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -49,9 +54,11 @@ def chosen(step: int, episode_id: str = "e") -> ActionChosen:
                         action_string="Click [1]", policy_version="v")
 
 
-def judged(reward: float = 1.0, blocked: bool = False) -> Judgement:
-    return Judgement(reward, "[blocking] BLOCKED: a captcha\nreward 0" if blocked else "ok",
-                     blocked, False, True, None)
+def judged(reward: float = 1.0, blocked: bool = False, failed: bool = False) -> Judgement:
+    text = "[blocking] BLOCKED: a captcha\nreward 0" if blocked else "ok"
+    if failed:
+        text = f"{JUDGE_FAILED}: criterion B (unreachable)\n{text}"
+    return Judgement(reward, text, blocked, False, True, None, judge_failed=failed)
 
 
 def test_the_first_record_of_an_unscored_episode_is_collected() -> None:
@@ -136,3 +143,47 @@ def test_scoring_forgets_the_episodes_state_but_not_other_episodes() -> None:
     assert by_table == {"requests": ["e"], "obs": ["e/0", "e/1", "e/2"],
                         "acts": ["e/0", "e/1", "e/3"]}
     assert forget_episode(completed(steps=1), {}, {}, {}) == []
+
+
+def test_absurd_step_counts_are_refused_before_anything_iterates_over_them() -> None:
+    assert completion_error(completed(steps=0)) is None
+    assert completion_error(completed(steps=STEPS_CAP)) is None
+    assert completion_error(completed(steps=-1)) == (
+        "absurd EpisodeCompleted: steps=-1 is negative")
+    huge = completion_error(completed(steps=10**9))
+    assert huge is not None and "steps=1000000000 exceeds the cap" in huge
+
+
+def test_a_completion_needs_its_request_and_stays_within_its_step_budget() -> None:
+    request = {"task_id": "shop-001", "max_steps": 10}
+    assert trajectory_error(completed(steps=10), request) is None
+    assert trajectory_error(completed(steps=11), request) == (
+        "absurd EpisodeCompleted: steps=11 exceeds the episode's max_steps=10")
+    unknown = trajectory_error(completed(), None)
+    assert unknown is not None and unknown.startswith("unknown episode 'e'")
+
+
+def test_a_state_partition_lags_until_its_agent_has_handled_it_to_the_target() -> None:
+    targets = {"obs": 120, "acts": 80, "episodes": 7}
+    assert lagging(targets, {}) == ["obs", "acts", "episodes"]  # nothing handled yet
+    assert lagging(targets, {"obs": 119, "acts": 80, "episodes": 9}) == ["obs"]
+    assert lagging(targets, {"obs": 120, "acts": 80, "episodes": 7}) == []
+    assert lagging({"obs": 0}, {}) == []  # an empty partition: nothing to wait for
+
+
+def test_a_partial_trajectory_says_so_first_and_a_judge_failure_stays_first() -> None:
+    note = partial_note(["action 1", "observation 2"], "the state topics were read past it")
+    assert note == ("partial trajectory: action 1, observation 2 never arrived (the state "
+                    "topics were read past it); judged with what is there")
+    many = partial_note([f"action {i}" for i in range(15)], "why")
+    assert "action 9 and 5 more never arrived" in many
+    s = scored_event(completed(), episode(steps=2), judged(), "v", note)
+    assert s.evaluation == f"{note}\nok"
+    failed = scored_event(completed(), episode(steps=2), judged(0.0, failed=True), "v", note)
+    assert failed.evaluation.startswith(f"{JUDGE_FAILED}: ") and note in failed.evaluation
+    assert scored_event(completed(), episode(steps=2), judged(), "v").evaluation == "ok"
+
+
+def test_a_judge_failure_blocklists_nothing() -> None:
+    j = replace(judged(0.0, blocked=True), judge_failed=True)
+    assert blocked_event(completed(), episode(steps=1), j, timedelta(hours=1), NOW) is None

@@ -1,4 +1,5 @@
-"""The LLM judge (judge.py): verdict parsing, the evidence it is shown, its failures."""
+"""The LLM judge (judge.py): verdict parsing, the evidence it is shown, its failures and
+how a failed question is asked again."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from processors.evaluator.judge import LlmJudge, parse_verdict, render_evidence
-from processors.evaluator.reward import Question
+from processors.evaluator.judge import LlmJudge, parse_verdict, render_evidence, verdict_backoff
+from processors.evaluator.reward import Question, Verdict
 from tests.unit.processors.evaluator.builders import TASK, step
 from webgym_common.config import load_settings
 
@@ -21,14 +22,14 @@ from webgym_common.config import load_settings
 ])
 def test_verdict_parsing(reply: str, success: bool) -> None:
     v = parse_verdict(reply)
-    assert v.success is success and not v.reason
+    assert v.success is success and not v.reason and not v.failed
 
 
 @pytest.mark.parametrize(
     "reply", ["SUCCESS!!! it works", "Verdict: UNSUCCESSFUL", "garbage \x00 ###", "", None])
 def test_an_unparseable_or_missing_verdict_is_not_success_with_the_reason(reply) -> None:
     v = parse_verdict(reply)
-    assert v.success is False and v.reason
+    assert v.success is False and v.reason and v.failed  # no verdict: not the agent's 0
 
 
 def test_the_structured_output_label_is_not_part_of_the_analysis() -> None:
@@ -50,6 +51,36 @@ def test_evidence_carries_url_title_and_page_text_within_budget() -> None:
 
 async def test_an_unreachable_judge_is_a_recorded_failure() -> None:
     settings = load_settings(evaluator={"judge": "llm", "base_url": "http://127.0.0.1:9/v1",
-                                        "model": "m", "timeout_s": 2, "retries": 0})
+                                        "model": "m", "timeout_s": 2, "retries": 0,
+                                        "verdict_attempts": 2, "verdict_backoff_s": 0})
     verdict = await LlmJudge(settings).ask(Question("criterion_b", "criterion B", TASK, "x"))
     assert not verdict.success and verdict.failed and "judge failed" in verdict.reason
+
+
+class Flaky(LlmJudge):
+    """Fails (as an unreachable judge or a reply without a verdict does) `failures` times."""
+
+    def __init__(self, failures: int, **evaluator: object) -> None:
+        super().__init__(load_settings(evaluator={"judge": "llm", "base_url": "http://x/v1",
+                                                  "model": "m", **evaluator}))
+        self.failures, self.asked = failures, 0
+
+    async def ask_once(self, question: Question) -> Verdict:
+        self.asked += 1
+        if self.asked <= self.failures:
+            return parse_verdict("I cannot decide.")
+        return parse_verdict("Verdict: SUCCESS")
+
+
+async def test_a_failed_question_is_asked_again_until_the_attempts_run_out() -> None:
+    q = Question("criterion_b", "criterion B", TASK, "x")
+    judge = Flaky(2, verdict_attempts=3, verdict_backoff_s=0)
+    assert (await judge.ask(q)).success and judge.asked == 3
+    judge = Flaky(5, verdict_attempts=3, verdict_backoff_s=0)
+    verdict = await judge.ask(q)
+    assert verdict.failed and "no `Verdict: SUCCESS`" in verdict.reason and judge.asked == 3
+
+
+def test_the_pause_between_attempts_doubles_up_to_a_cap() -> None:
+    assert [verdict_backoff(5, a) for a in (1, 2, 3, 4)] == [5, 10, 20, 40]
+    assert verdict_backoff(5, 10) == 120

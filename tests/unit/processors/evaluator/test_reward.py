@@ -15,6 +15,7 @@ from processors.evaluator.reward import (
 )
 from processors.evaluator.trajectory import StepEvidence
 from tests.unit.processors.evaluator.builders import TASK, episode, step
+from webgym_common.history import JUDGE_FAILED
 
 
 class FakeJudge:
@@ -101,9 +102,18 @@ async def test_a_wrong_definite_answer_asks_the_judge_and_fails_with_it() -> Non
     assert (await evaluate(episode(answer="$339.99"), FakeJudge())).reward == 1.0
 
 
-async def test_a_judge_failure_is_recorded_and_scored_as_failure() -> None:
+async def test_a_judge_failure_is_a_judge_failure_not_a_0_the_agent_earned() -> None:
     j = await evaluate(episode(), FakeJudge(criterion_b="fail"))
-    assert j.reward == 0.0 and "judge failed: APITimeoutError" in j.evaluation
+    assert j.judge_failed and j.reward == 0.0 and not j.crashed
+    assert j.evaluation.startswith(f"{JUDGE_FAILED}: criterion B (judge failed: APITimeoutError)")
+    assert "not counted as an attempt" in j.evaluation.splitlines()[0]
+    assert "[criterion A 1 (Product page)] SUCCESS" in j.evaluation  # the rest is kept
+    # The blocking check failing: nothing after it is asked, the score is a judge failure.
+    judge = FakeJudge(blocking="fail")
+    blocked = await evaluate(episode(), judge)
+    assert blocked.judge_failed and blocked.evaluation.startswith(f"{JUDGE_FAILED}: blocking")
+    assert [q.kind for q in judge.asked] == ["blocking"] and not blocked.is_blocked
+    assert not (await evaluate(episode(), FakeJudge())).judge_failed
 
 
 async def test_no_answer_is_not_judged_beyond_the_blocking_check() -> None:

@@ -5,10 +5,19 @@ from __future__ import annotations
 from datetime import timedelta
 
 from processors.policy.decisions import (
+    ORPHAN,
+    Ended,
+    Live,
+    Verdict,
     action_event,
     context_from_request,
+    entry_from_json,
+    entry_to_json,
+    expired_ended,
+    live_from_request,
     next_context,
     note_effect,
+    request_may_come,
     should_decide,
     triage,
 )
@@ -51,14 +60,72 @@ def test_a_request_becomes_a_context_with_its_task_and_reference_actions() -> No
     assert EpisodeContext.from_json(ctx.to_json()) == ctx  # the table's JSON round trip
 
 
-def test_triage_skips_terminal_and_old_unknown_observations_only() -> None:
-    now = utc_now()
-    fresh, old = observation(2, produced_at=now), observation(2, produced_at=now - timedelta(
-        seconds=60))
-    assert triage(fresh, set(), now, 30) is None  # its request may still be on its way
-    assert triage(old, {"ep"}, now, 30) is None  # known: old or not, it is answered
-    assert "never saw requested" in (triage(old, set(), now, 30) or "")
-    assert "terminal" in (triage(observation(2, terminal=True), {"ep"}, now, 30) or "")
+NOW = 1_800_000_000_000
+
+
+def live(**update: object) -> Live:
+    return Live(context(**update), deadline_ms=NOW + 60_000)
+
+
+def test_triage_decides_waits_skips_or_dead_letters() -> None:
+    obs = observation(2)
+    assert triage(obs, live(), NOW, may_come=False) == (Verdict.DECIDE, "")
+    assert triage(observation(2, terminal=True), live(), NOW, False)[0] is Verdict.SKIP
+    # Its request not read yet: wait while it can still come, dead-letter only after.
+    assert triage(obs, None, NOW, may_come=True)[0] is Verdict.WAIT
+    assert triage(obs, None, NOW, may_come=False) == (Verdict.ORPHAN, ORPHAN)
+    # A re-delivery of an ended episode is skipped, never dead-lettered, whatever its age.
+    verdict, why = triage(obs, Ended(NOW - 10, 3), NOW, may_come=False)
+    assert verdict is Verdict.SKIP and "ended" in why
+    # Past the deadline its browser ends the episode: no decision, no dead letter.
+    late = Live(context(), deadline_ms=NOW - 1)
+    assert triage(obs, late, NOW, False)[0] is Verdict.SKIP
+    assert triage(obs, Live(context()), NOW, False)[0] is Verdict.DECIDE  # no deadline known
+    assert triage(obs, live(last_decided=2), NOW, False)[0] is Verdict.SKIP  # answered
+
+
+def test_an_old_observation_waits_for_its_request_however_old_it_is() -> None:
+    old_ms = NOW - 3600_000  # produced an hour ago (the policy was down)
+    # Not measured yet, or the episodes partition is not read to its end: it may come.
+    assert request_may_come(old_ms, 30_000, None, None, 0)
+    assert request_may_come(old_ms, 30_000, NOW, 500, 499)
+    assert triage(observation(2, produced_at=utc_now() - timedelta(hours=1)), None, NOW,
+                  request_may_come(old_ms, 30_000, NOW, 500, 499))[0] is Verdict.WAIT
+    # Read to the end it had well after the observation: the request cannot come any more.
+    assert not request_may_come(old_ms, 30_000, NOW, 500, 500)
+    assert not request_may_come(old_ms, 30_000, NOW, 500, 501)
+
+
+def test_a_request_published_soon_after_its_observation_is_still_waited_for() -> None:
+    obs_ms = NOW
+    # Caught up with the episodes partition, but only 10 s after the observation: a request
+    # published up to 30 s later (slow producer, skewed clock) is still expected.
+    assert request_may_come(obs_ms, 30_000, obs_ms + 10_000, 40, 40)
+    assert not request_may_come(obs_ms, 30_000, obs_ms + 30_000, 40, 40)
+
+
+def test_table_entries_round_trip_and_the_first_format_still_reads() -> None:
+    ctx = context(history=[StepRecord(0, "a", "Click [1]")], last_decided=0)
+    for entry in (Live(ctx, NOW), Live(ctx), Ended(NOW, 5)):
+        assert entry_from_json(entry_to_json(entry)) == entry
+    assert entry_from_json(ctx.to_json()) == Live(ctx)  # a bare context, no deadline
+
+
+def test_a_request_becomes_a_live_entry_with_its_deadline() -> None:
+    req = sample_event("EpisodeRequested")
+    assert isinstance(req, EpisodeRequested)
+    entry = live_from_request(req)
+    assert entry.deadline_ms == int(req.deadline.timestamp() * 1000)
+    assert entry.ctx == context_from_request(req)
+
+
+def test_ended_entries_expire_per_partition_after_their_ttl() -> None:
+    entries = [("a", entry_to_json(Ended(NOW - 100, 1))), ("b", entry_to_json(Ended(NOW - 5, 1))),
+               ("c", entry_to_json(Ended(NOW - 100, 2))), ("d", entry_to_json(live())),
+               ("e", context().to_json())]
+    assert expired_ended(entries, 1, NOW, ttl_ms=50) == ["a"]
+    assert expired_ended(entries, 2, NOW, ttl_ms=50) == ["c"]
+    assert expired_ended(entries, 1, NOW, ttl_ms=-1) == []  # kept forever
 
 
 def test_steps_answered_before_are_not_decided_again() -> None:

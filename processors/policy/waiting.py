@@ -1,0 +1,77 @@
+"""How far the policy has read its episodes partitions, and waiting for a request there.
+
+An observation whose EpisodeRequested is not in the table waits while the request
+can still arrive (decisions.request_may_come): the episodes partition of the same
+number is read by another agent, with no order between the two. `RequestWatch`
+keeps, per episodes partition, the offset below which every request is in the
+table (from the committed offset at assignment, then each request handled), and
+wakes the waiting actors whenever the readers wrote something.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from processors.policy.decisions import Entry, Verdict, request_may_come, triage
+from webgym_common.events import StepObserved
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RequestWatch:
+    def __init__(self, episodes_topic: str, grace_s: float,
+                 end_offsets: Callable[[Any], Awaitable[Mapping[Any, int]]]) -> None:
+        self.episodes_topic = episodes_topic
+        self.grace_ms = int(grace_s * 1000)
+        self.end_offsets = end_offsets  # the consumer's `highwaters(tp)`
+        self.read_up_to: dict[Any, int] = {}  # episodes partition -> requests below are read
+        self.arrivals = asyncio.Condition()
+
+    def starting_at(self, positions: Mapping[Any, int]) -> None:
+        """Assigned partitions and where their reading starts (their committed offsets)."""
+        for tp, offset in positions.items():
+            if tp.topic == self.episodes_topic:
+                self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), offset)
+
+    def forget(self, partitions: set[Any]) -> None:
+        for tp in partitions:
+            self.read_up_to.pop(tp, None)
+
+    async def read(self, tp: Any, offset: int) -> None:
+        """A reader handled the record at `offset` of `tp`: wake the waiting actors."""
+        if tp.topic == self.episodes_topic:
+            self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), offset + 1)
+        async with self.arrivals:
+            self.arrivals.notify_all()
+
+    async def triaged(self, message: Any, obs: StepObserved,
+                      entry_of: Callable[[str], Entry | None], owned: Callable[[Any], bool]
+                      ) -> tuple[Verdict, str, Entry | None]:
+        """What to do with the observation in `message`, once its request is read or cannot come."""
+        requests_tp = message.tp._replace(topic=self.episodes_topic)
+        obs_ms = min(int(message.timestamp * 1000), now_ms())  # a future timestamp waits not
+        end: int | None = None
+        end_at: int | None = None
+        while True:
+            entry = entry_of(obs.episode_id)
+            may_come = request_may_come(obs_ms, self.grace_ms, end_at, end,
+                                        self.read_up_to.get(requests_tp, 0))
+            verdict, why = triage(obs, entry, now_ms(), may_come)
+            if verdict is not Verdict.WAIT:
+                return verdict, why, entry
+            if not owned(message.tp):
+                return Verdict.SKIP, "its partition moved to another worker", None
+            if end is None and now_ms() >= obs_ms + self.grace_ms:
+                at = now_ms()  # the end as of now, when a request would long be published
+                with contextlib.suppress(Exception):  # Kafka busy: measure it next round
+                    end = (await self.end_offsets(requests_tp))[requests_tp]
+                    end_at = at
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0), self.arrivals:
+                    await self.arrivals.wait()

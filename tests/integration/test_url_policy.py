@@ -1,0 +1,166 @@
+"""The browser's URL policy in real Chromium: every request and WebSocket of a page, and a
+worker's navigations.
+
+No request of these tests may reach a private or public address. The refused targets are
+127.0.0.2:<a port nothing listens on> and the sandbox itself under another name
+(`localhost:<its port>`), which counts what arrives (infra/sandbox/security_pages.py): a
+count of 0 proves the request was refused before it was sent, not sent and failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from playwright.async_api import Error as PlaywrightError
+
+from infra.procs import free_port
+from infra.sandbox.app import start_sandbox
+from producers.browser.browser_pool import WS_POLICY_VIOLATION, BrowserPool
+from tests.support.hand_fed import HandFedEpisode
+from tests.support.launch import BrowserWorkerProcess
+from webgym_common.bus import EventProducer
+from webgym_common.config import BrowserSettings, Settings
+from webgym_common.urlpolicy import UrlPolicy
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+CLOSED_BY_POLICY = f"closed {WS_POLICY_VIOLATION}"
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def sandbox_url() -> AsyncIterator[str]:
+    port = free_port()
+    runner = await start_sandbox("127.0.0.1", port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await asyncio.wait_for(runner.cleanup(), 30)
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def pool(sandbox_url: str) -> AsyncIterator[BrowserPool]:
+    cfg = BrowserSettings(navigation_timeout_s=10, action_timeout_s=5)
+    p = BrowserPool(cfg, lambda reason: None, UrlPolicy.for_browser(cfg, sandbox_url))
+    if not cfg.executable_path.exists():
+        pytest.skip(f"no Chromium at {cfg.executable_path}")
+    await p.start()
+    try:
+        yield p
+    finally:
+        await p.stop()
+
+
+async def arrived(sandbox_url: str, run: str) -> dict[str, int]:
+    """What reached the sandbox under another name during `run`, by `via`."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        async with http.get(f"{sandbox_url}/security/hits", params={"run": run}) as r:
+            return dict(json.loads(await r.text()))
+
+
+async def test_every_request_and_websocket_of_a_page_goes_through_the_policy(
+    pool: BrowserPool, sandbox_url: str
+) -> None:
+    run, port = uuid.uuid4().hex[:8], free_port()
+    refused_before = pool.policy.refused
+    context = await pool.new_context()
+    try:
+        page = await asyncio.wait_for(context.new_page(), 10)
+        await page.goto(f"{sandbox_url}/security/probe?run={run}&port={port}", timeout=10_000)
+        await page.wait_for_function("window.probesDone === true", timeout=60_000)
+        probes = await page.evaluate("window.probes")
+    finally:
+        await asyncio.wait_for(context.close(), 10)
+
+    # The page itself works: its own image, fetch and WebSocket (echoed both ways).
+    assert probes["img_allowed"] == "ok"
+    assert probes["fetch_allowed"] == "ok"
+    assert probes["ws_allowed"] == "echo ping"
+    # Everything aimed elsewhere failed...
+    for name in ("img_refused", "script_refused", "fetch_refused", "fetch_other_name"):
+        assert probes[name] == "error", (name, probes)
+    # ... WebSockets closed by the policy (a failed connection would say 1006) ...
+    assert probes["ws_refused"] == CLOSED_BY_POLICY
+    assert probes["ws_other_name"] == CLOSED_BY_POLICY
+    assert probes["ws_iframe"] == CLOSED_BY_POLICY  # a fresh iframe's WebSocket class too
+    assert probes["worker"]["fetch"] == "error"  # a dedicated worker's requests are routed
+    # ... and nothing reached the sandbox under its other name: refused before being sent
+    # (except the known gaps: a redirect's target and a worker's WebSocket, test below).
+    got = await arrived(sandbox_url, run)
+    assert {k: v for k, v in got.items() if k not in ("img-redirect", "worker-ws")} == {
+        "allowed": 1}
+    refusals = dict(list(pool.policy.refusals))
+    assert refusals[f"http://127.0.0.2:{port}/x"] == "127.0.0.2 is a loopback address"
+    assert refusals[f"ws://127.0.0.2:{port}/"] == "127.0.0.2 is a loopback address"
+    assert refusals[f"http://localhost:{sandbox_url.rsplit(':', 1)[1]}/security/hit"
+                    f"?run={run}&via=img"] == "localhost resolves to 127.0.0.1, a loopback address"
+    assert pool.policy.refused - refused_before >= 7
+
+
+async def test_a_refused_navigation_is_aborted_before_it_is_sent(
+    pool: BrowserPool, sandbox_url: str
+) -> None:
+    run, port = uuid.uuid4().hex[:8], free_port()
+    sandbox_port = sandbox_url.rsplit(":", 1)[1]
+    other_name = f"http://localhost:{sandbox_port}/security/hit?run={run}"
+    context = await pool.new_context()
+    try:
+        page = await asyncio.wait_for(context.new_page(), 10)
+        for url in (f"http://127.0.0.2:{port}/", f"{other_name}&via=visit"):
+            with pytest.raises(PlaywrightError, match="ERR_BLOCKED_BY_CLIENT"):
+                await page.goto(url, timeout=10_000)
+        fresh = await asyncio.wait_for(context.new_page(), 10)  # (page shows an error page)
+        await fresh.goto(f"{sandbox_url}/wiki/", timeout=10_000)  # the context still works
+    finally:
+        await asyncio.wait_for(context.close(), 10)
+    assert await arrived(sandbox_url, run) == {}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "execute._visit checks only the static part (check_url) and lets the route abort a private "
+    "address; the aborted navigation shows chrome-error:// and the episode crashes. Fix: "
+    "_visit awaits the pool's UrlPolicy.check before goto (browser owner's files)"))
+async def test_a_worker_reports_a_refused_visit_and_goes_on(
+    settings: Settings, producer: EventProducer, tmp_path
+) -> None:
+    port = free_port()
+    worker = BrowserWorkerProcess(settings, 1, tmp_path / "worker.log")
+    try:
+        async with asyncio.timeout(60):
+            while not worker.owns_partitions():  # noqa: ASYNC110 (a ready file)
+                await asyncio.sleep(0.2)
+        async with HandFedEpisode(settings, producer, f"{settings.sandbox_url}/wiki/") as ep:
+            first = await ep.start()
+            for target in (f"http://127.0.0.2:{port}/", "http://169.254.169.254/latest/"):
+                obs = await ep.act(f"Visit [{target}]")
+                assert obs.error and ("refused" in obs.error
+                                      or "ERR_BLOCKED_BY_CLIENT" in obs.error), obs.error
+                assert obs.url == first.url
+            obs = await ep.act(f"Visit [{settings.sandbox_url}/shop/]")
+            assert obs.error is None and obs.url.endswith("/shop/")
+            await ep.send_only("ANSWER [done]")
+            assert (await ep.completed()).termination == "answer"
+    finally:
+        worker.stop()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known gaps: Playwright's routes never see a redirect's next hop, and a dedicated "
+    "worker's WebSocket bypasses route_web_socket; closing them needs a resolving proxy"))
+async def test_known_gaps_redirects_and_worker_websockets(
+    pool: BrowserPool, sandbox_url: str
+) -> None:
+    run, port = uuid.uuid4().hex[:8], free_port()
+    context = await pool.new_context()
+    try:
+        page = await asyncio.wait_for(context.new_page(), 10)
+        await page.goto(f"{sandbox_url}/security/probe?run={run}&port={port}", timeout=10_000)
+        await page.wait_for_function("window.probesDone === true", timeout=60_000)
+    finally:
+        await asyncio.wait_for(context.close(), 10)
+    assert await arrived(sandbox_url, run) == {"allowed": 1}

@@ -1,0 +1,29 @@
+"""The local vLLM's environment (infra/vllm_server.py): its API key comes from the settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infra.vllm_server import server_command, server_env
+from webgym_common.config import load_settings
+
+
+def test_no_key_by_default_even_when_our_environment_has_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VLLM_API_KEY", "leaked-from-the-shell")
+    env = server_env(load_settings())
+    assert env["VLLM_API_KEY"] == ""  # overrides the inherited one: the settings decide
+    assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+
+
+def test_a_key_in_the_settings_is_required_by_the_server_and_not_on_its_command_line(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(vllm={"api_key": "s3cret"})
+    assert server_env(settings)["VLLM_API_KEY"] == "s3cret"
+    argv = server_command(settings, tmp_path, tmp_path)
+    assert "s3cret" not in " ".join(argv)  # /proc/<pid>/cmdline is readable by every user
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"

@@ -1,0 +1,68 @@
+"""Waiting for an observation's request (waiting.py): never by age, until it cannot come."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from processors.policy.decisions import Ended, Entry, Live, Verdict
+from processors.policy.waiting import RequestWatch
+from webgym_common.events import StepObserved, Viewport
+from webgym_common.prompts import EpisodeContext
+
+
+class TP(NamedTuple):
+    topic: str
+    partition: int
+
+
+@dataclass
+class Message:
+    tp: TP
+    timestamp: float  # seconds, as faust's
+
+
+OBS = StepObserved(episode_id="ep", task_id="t", step=0, url="http://x/",
+                   viewport=Viewport(width=1, height=1))
+EPISODES = TP("t.episodes", 2)
+
+
+def watch(end: int, grace_s: float = 30) -> RequestWatch:
+    async def highwaters(tp: TP) -> Mapping[TP, int]:
+        return {tp: end}
+    return RequestWatch("t.episodes", grace_s, highwaters)
+
+
+async def test_an_hour_old_observation_waits_for_its_request_then_is_decided() -> None:
+    w, table = watch(end=10), {}
+    w.starting_at({EPISODES: 3})  # requests from 3 on are not read yet
+    old = Message(TP("t.observations", 2), time.time() - 3600)
+    waiting = asyncio.create_task(w.triaged(old, OBS, table.get, lambda tp: True))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # not skipped by age: the request may be among 3..9
+    table["ep"] = Live(EpisodeContext(episode_id="ep", task_id="t", task_name="x"))
+    await w.read(EPISODES, 7)
+    verdict, _, entry = await asyncio.wait_for(waiting, 2)
+    assert verdict is Verdict.DECIDE and entry is table["ep"]
+
+
+async def test_an_observation_whose_request_cannot_come_any_more_is_an_orphan() -> None:
+    w, table = watch(end=10), {}
+    w.starting_at({EPISODES: 3})
+    old = Message(TP("t.observations", 2), time.time() - 3600)
+    waiting = asyncio.create_task(w.triaged(old, OBS, table.get, lambda tp: True))
+    await w.read(EPISODES, 9)  # read to the end it had: the request is not there
+    verdict, _, _ = await asyncio.wait_for(waiting, 3)
+    assert verdict is Verdict.ORPHAN
+
+
+async def test_ended_episodes_are_skipped_and_moved_partitions_let_go() -> None:
+    w = watch(end=0)
+    table: dict[str, Entry] = {"ep": Ended(1, 2)}
+    fresh = Message(TP("t.observations", 2), time.time())
+    assert (await w.triaged(fresh, OBS, table.get, lambda tp: True))[0] is Verdict.SKIP
+    verdict, why, _ = await asyncio.wait_for(w.triaged(fresh, OBS, {}.get, lambda tp: False), 2)
+    assert verdict is Verdict.SKIP and "moved" in why
