@@ -71,14 +71,21 @@ async def leader_of(settings: Settings, topic: str, partition: int = 0) -> int:
     return next(p["leader"] for p in described["partitions"] if p["partition"] == partition)
 
 
-async def replicas(settings: Settings, topic: str) -> list[int]:
+async def replicas(settings: Settings, topic: str, timeout_s: float = 30.0) -> list[int]:
+    """Replica counts per partition, once the broker asked has the topic's metadata (each
+    broker's metadata cache catches up with the controller a moment after a create)."""
     admin = admin_client(settings)
     await admin.start()
     try:
-        (described,) = await admin.describe_topics([topic])
+        async with asyncio.timeout(timeout_s):
+            while True:
+                (described,) = await admin.describe_topics([topic])
+                if len(described["partitions"]) >= settings.kafka.partitions:
+                    break
+                await asyncio.sleep(0.5)
     finally:
         await admin.close()
-    return [len(p["replicas"]) for p in described["partitions"]]
+    return sorted(len(p["replicas"]) for p in described["partitions"])
 
 
 def kill_node(settings: Settings, node_id: int) -> None:
