@@ -26,6 +26,7 @@ from webgym_common.metrics import (
     default_csv_path,
     load_metrics_table,
     print_metrics,
+    publish_changed,
     write_outputs,
 )
 from webgym_common.topics import Topic
@@ -51,14 +52,10 @@ async def follow_iterations(settings: Settings, csv_path: Path) -> None:
                 state.fold(r.event for r in fresh)
                 async for batch in batches_to_end(consumer, stall_timeout_s=120):
                     state.fold(r.event for r in batch)
-                # decide: only closed iterations whose numbers differ from the topic's
-                changed = state.changed()
-                # publish, then the files (the topic is the record; files follow it)
-                for m in changed:
-                    await producer.publish(Topic.METRICS, str(m.iteration), m)
-                    state.table[m.iteration] = m
+                # decide and publish: only closed iterations whose numbers differ from the
+                # topic's, then the files
+                changed = await publish_changed(state, producer, csv_path)
                 if changed:
-                    write_outputs(state.table, csv_path)
                     print_metrics(changed)
                     log.info("metrics published for iterations %s; %s",
                              [m.iteration for m in changed], csv_path)

@@ -154,13 +154,21 @@ async def recompute_metrics(settings: Settings, producer: EventProducer,
     async with EventConsumer(settings, topics, None, producer, client_id="metrics-fold") as c:
         async for batch in batches_to_end(c, stall_timeout_s=120):
             fold.fold(r.event for r in batch)
+    await publish_changed(fold, producer, csv_path)
+    return fold.table
+
+
+async def publish_changed(fold: MetricsFold, producer: EventProducer,
+                          csv_path: Path) -> list[RolloutMetrics]:
+    """Publish the closed iterations whose numbers changed, then rewrite the files: the topic
+    is the record and the files follow it. Returns what was published."""
     changed = fold.changed()
     for m in changed:
         await producer.publish(Topic.METRICS, str(m.iteration), m)
         fold.table[m.iteration] = m
     if changed:
         write_outputs(fold.table, csv_path)
-    return fold.table
+    return changed
 
 
 async def load_metrics_table(
