@@ -90,6 +90,30 @@ class ProcessingGuarantee(StrEnum):
     AT_LEAST_ONCE = "at_least_once"
 
 
+class TrainTrigger(StrEnum):
+    SYNC = "sync"  # after each iteration closes (WebGym)
+    ASYNC = "async"  # every `every_samples` new replay samples (AReaL / AsyncWebRL)
+
+
+class TrainMode(StrEnum):
+    LORA_SFT = "lora_sft"
+    FULL_SFT = "full_sft"
+    KTO = "kto"  # successes and failures, each with its label
+    DPO = "dpo"  # a success and a failure of the same task at the same step count as a pair
+
+    @property
+    def stage(self) -> str:
+        return {"lora_sft": "sft", "full_sft": "sft"}.get(self.value, self.value)
+
+    @property
+    def finetuning_type(self) -> str:
+        return "full" if self is TrainMode.FULL_SFT else "lora"
+
+    @property
+    def needs_failures(self) -> bool:
+        return self in (TrainMode.KTO, TrainMode.DPO)
+
+
 class Compression(StrEnum):
     ZSTD = "zstd"
     GZIP = "gzip"
@@ -336,6 +360,54 @@ class VllmSettings(BaseModel):
     api_key: str | None = None
 
 
+class ReplaySettings(BaseModel):
+    """The replay processor's filters (WebGym's) and the trainer's recency-biased draw."""
+
+    model_config = ConfigDict(frozen=True)
+
+    success_only: bool = True  # only steps of episodes whose reward is 1
+    # Failures kept too, labelled (success=false), for KTO/DPO; success_only still decides SFT.
+    include_failures: bool = False
+    filter_same_screenshot: bool = True  # drop a step whose next screenshot is the same
+    capacity: int = Field(10_000, ge=1, description="most recent eligible samples drawn from")
+    window_iterations: int = Field(4, ge=1, description="the trainer draws from the last N")
+    recency_power: float = Field(2.0, ge=0, description="weights (position+1)^p; 1 = uniform")
+    samples_per_run: int = Field(1800, ge=1, description="drawn per training run (WebGym: 1800)")
+
+
+class TrainerSettings(BaseModel):
+    """The trainer consumer (LLaMA-Factory runs in their own venv) and the model loader."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trigger: TrainTrigger = TrainTrigger.SYNC
+    every_samples: int = Field(64, ge=1, description="async trigger: new samples per run")
+    mode: TrainMode = TrainMode.LORA_SFT
+    # Rollouts of version v may be trained on while current - v <= max_staleness; the
+    # controller starts iteration i once version >= i - max_staleness is served.
+    # 0 = WebGym's synchronous loop; k > 0 = the asynchronous loop of AReaL / AsyncWebRL.
+    max_staleness: int = Field(0, ge=0)
+    llamafactory_version: str = "0.9.5"
+    torch_version: str = "2.13.0"
+    template: str = "smollm2"  # LLaMA-Factory's chat template for the base model
+    base_model: str = ""  # a directory or hub id; unset: the local vLLM's model
+    model_name: str = "webgym-policy"  # webgym.models key; version N is served as <name>-vN
+    learning_rate: float = Field(1e-4, gt=0)  # LoRA; WebGym's full SFT uses 1e-6
+    epochs: float = Field(2.0, gt=0)
+    max_steps: int = Field(-1, ge=-1, description="caps the run (-1: epochs decide)")
+    batch_size: int = Field(2, ge=1)
+    gradient_accumulation: int = Field(1, ge=1)
+    cutoff_len: int = Field(1024, ge=64)
+    lora_rank: int = Field(8, ge=1, le=64)
+    use_cpu: bool = True  # False on a GPU box
+    threads: int = Field(0, ge=0, description="OMP_NUM_THREADS for the run (0: all cores)")
+    run_timeout_s: float = Field(3600.0, gt=0)
+    # How long after an iteration closes the trainer waits for the replay processor to
+    # have read every scored episode before drawing (sync trigger).
+    replay_wait_s: float = Field(300.0, gt=0)
+    load_timeout_s: float = Field(120.0, gt=0, description="loading an adapter into vLLM")
+
+
 class RolloutSettings(BaseModel):
     """The controller: sampling, timeouts, completion threshold and grace period."""
 
@@ -374,6 +446,8 @@ class Settings(BaseSettings):
     evaluator: EvaluatorSettings = Field(default_factory=EvaluatorSettings)
     vllm: VllmSettings = Field(default_factory=VllmSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    trainer: TrainerSettings = Field(default_factory=TrainerSettings)
 
     @model_validator(mode="before")
     @classmethod

@@ -30,6 +30,8 @@ Termination: TypeAlias = Literal[
 
 InteractionMode: TypeAlias = Literal["set_of_marks", "coordinates"]
 
+TrainingState: TypeAlias = Literal["started", "running", "finished", "failed"]
+
 
 class ParsedAction(AvroRecord):
     avro_name: ClassVar[str] = "webgym.events.ParsedAction"
@@ -238,6 +240,11 @@ class TrajectoryStep(AvroRecord):
     memory_json: str | None = None
     raw_response: str = ""
     action_valid: bool = True
+    # The chat messages the policy was given at this step (JSON in the object store); null for a
+    # policy that keeps none.
+    prompt_uri: str | None = None
+    # The model version that chose this step's action.
+    policy_version: str | None = None
 
 
 class EpisodeScored(Event):
@@ -309,6 +316,24 @@ class IterationStarted(Event):
     policy_version: str
 
 
+class ModelServed(Event):
+    """A ModelVersion the model server now serves (webgym.models.served, key model name)."""
+
+    avro_name: ClassVar[str] = "webgym.events.ModelServed"
+
+    # Unique id (uuid4 hex); folds and sinks deduplicate by it.
+    event_id: str = Field(default_factory=new_event_id)
+    # When the event was produced (UTC).
+    produced_at: datetime = Field(default_factory=utc_now)
+    schema_version: int = 1
+    model_name: str
+    version: int
+    # The immutable name the model server serves it under (never reused).
+    served_name: str
+    checkpoint_uri: str
+    load_ms: float = 0.0
+
+
 class ModelVersion(Event):
     """A model the trainer published (webgym.models, compacted, key model name)."""
 
@@ -327,6 +352,14 @@ class ModelVersion(Event):
     finetuning_type: str = "lora"
     trained_on_iterations: list[int] = Field(default_factory=list)
     metrics: dict[str, float] = Field(default_factory=dict)
+    # The training run (deterministic: a digest of the replay samples it drew).
+    run_id: str = ""
+    # The version it was trained from (0: the base model).
+    parent_version: int = 0
+    # The replay samples it trained on.
+    sample_ids: list[str] = Field(default_factory=list)
+    # lora_sft, full_sft, kto or dpo.
+    mode: str = "lora_sft"
 
 
 class ChatMessage(AvroRecord):
@@ -339,7 +372,7 @@ class ChatMessage(AvroRecord):
 
 
 class ReplaySample(Event):
-    """One training-eligible step (webgym.replay, key sample_id)."""
+    """One step kept for training (webgym.replay, key sample_id = episode:step)."""
 
     avro_name: ClassVar[str] = "webgym.events.ReplaySample"
 
@@ -357,6 +390,9 @@ class ReplaySample(Event):
     reward: float
     iteration: int
     policy_version: str
+    # The episode succeeded (reward 1); false for a failure kept with its label for KTO/DPO.
+    success: bool = True
+    split: str = "train"
 
 
 class RolloutMetrics(Event):
@@ -464,6 +500,29 @@ class TaskHistory(Event):
     updated_at: datetime
 
 
+class TrainingProgress(Event):
+    """A training run's progress (webgym.training, key run_id)."""
+
+    avro_name: ClassVar[str] = "webgym.events.TrainingProgress"
+
+    # Unique id (uuid4 hex); folds and sinks deduplicate by it.
+    event_id: str = Field(default_factory=new_event_id)
+    # When the event was produced (UTC).
+    produced_at: datetime = Field(default_factory=utc_now)
+    schema_version: int = 1
+    run_id: str
+    state: TrainingState
+    # The version this run will publish.
+    version: int
+    step: int = 0
+    total_steps: int = 0
+    loss: float | None = None
+    elapsed_s: float = 0.0
+    eta_s: float | None = None
+    samples: int = 0
+    message: str = ""
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     "ActionChosen": ActionChosen,
     "CancelEpisode": CancelEpisode,
@@ -474,12 +533,14 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "EpisodeScored": EpisodeScored,
     "IterationClosed": IterationClosed,
     "IterationStarted": IterationStarted,
+    "ModelServed": ModelServed,
     "ModelVersion": ModelVersion,
     "ReplaySample": ReplaySample,
     "RolloutMetrics": RolloutMetrics,
     "StepObserved": StepObserved,
     "Task": Task,
     "TaskHistory": TaskHistory,
+    "TrainingProgress": TrainingProgress,
 }
 # Every record, nested ones included.
 MODELS: dict[str, type[AvroRecord]] = {
@@ -495,6 +556,7 @@ MODELS: dict[str, type[AvroRecord]] = {
     "IterationClosed": IterationClosed,
     "IterationStarted": IterationStarted,
     "Mark": Mark,
+    "ModelServed": ModelServed,
     "ModelVersion": ModelVersion,
     "ParsedAction": ParsedAction,
     "ReferenceAction": ReferenceAction,
@@ -503,6 +565,7 @@ MODELS: dict[str, type[AvroRecord]] = {
     "StepObserved": StepObserved,
     "Task": Task,
     "TaskHistory": TaskHistory,
+    "TrainingProgress": TrainingProgress,
     "TrajectoryStep": TrajectoryStep,
     "Viewport": Viewport,
 }

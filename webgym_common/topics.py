@@ -28,6 +28,8 @@ class Topic(StrEnum):
     EPISODES_SCORED = "episodes.scored"
     REPLAY = "replay"
     MODELS = "models"
+    MODELS_SERVED = "models.served"
+    TRAINING = "training"
     CONTROL = "control"
     METRICS = "metrics"
     BLOCKLIST = "blocklist"
@@ -70,6 +72,10 @@ def topic_specs(kafka: KafkaSettings) -> dict[Topic, TopicSpec]:
         spec(Topic.EPISODES_SCORED, p, "delete", kafka.scored_retention_ms, "EpisodeScored"),
         spec(Topic.REPLAY, p, "delete", kafka.replay_retention_ms, "ReplaySample"),
         spec(Topic.MODELS, 1, "compact", -1, "ModelVersion"),
+        # What the model server serves now (key model name): the policy switches on it, only
+        # after the loader has seen the new name listed by the server.
+        spec(Topic.MODELS_SERVED, 1, "compact", -1, "ModelServed"),
+        spec(Topic.TRAINING, 1, "delete", keep, "TrainingProgress"),
         spec(
             Topic.CONTROL, 1, "delete", keep, "IterationStarted", "IterationClosed", "CancelEpisode"
         ),
@@ -171,6 +177,8 @@ class Group(StrEnum):
     EVALUATOR = "evaluator"
     HISTORY = "history"
     METRICS = "metrics"
+    REPLAY = "replay"
+    MODEL_LOADER = "model-loader"
 
 
 def group_id(kafka: KafkaSettings, group: Group) -> str:

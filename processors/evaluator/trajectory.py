@@ -60,6 +60,8 @@ class StepEvidence:
     thought: str | None = None
     memory_json: str | None = None
     raw_response: str = ""
+    prompt_uri: str | None = None  # the messages the policy was given (object store)
+    policy_version: str | None = None  # the model version that chose the action
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,8 @@ def action_record(chosen: ActionChosen) -> dict[str, Any]:
         "action_string": chosen.action_string, "kind": a.kind, "url": a.url, "valid": a.valid,
         "thought": chosen.thought, "memory_json": chosen.memory_json,
         "raw_response": chosen.raw_response,
+        "prompt_uri": chosen.prompt_uri,
+        "policy_version": chosen.policy_version,
     }
 
 
@@ -172,7 +176,8 @@ def build_episode(
             fields.update(action_string=act["action_string"], action_kind=act["kind"],
                           action_url=act["url"], action_valid=act["valid"],
                           thought=act["thought"], memory_json=act["memory_json"],
-                          raw_response=act["raw_response"])
+                          raw_response=act["raw_response"], prompt_uri=act.get("prompt_uri"),
+                          policy_version=act.get("policy_version"))
         steps.append(StepEvidence(**fields))
     return Episode(
         episode_id=done.episode_id, task=task, termination=done.termination, answer=done.answer,
@@ -189,7 +194,7 @@ def trajectory_steps(episode: Episode) -> list[TrajectoryStep]:
             step=s.step, url=s.url, screenshot_uri=s.screenshot_uri,
             screenshot_sha256=s.screenshot_sha256, action_string=s.action_string or "",
             thought=s.thought, memory_json=s.memory_json, raw_response=s.raw_response,
-            action_valid=s.action_valid,
+            action_valid=s.action_valid, prompt_uri=s.prompt_uri, policy_version=s.policy_version,
         )
         for s in episode.trajectory
     ]

@@ -30,15 +30,16 @@ def test_registry_names_only_known_event_types_and_copartitions_episode_topics()
     assert specs[Topic.EPISODES].name == "webgym.episodes"
     assert specs[Topic.EPISODES_COMPLETED].name == "webgym.episodes.completed"
     compacted = {t for t, s in specs.items() if s.cleanup_policy == "compact"}
-    assert compacted == {Topic.TASKS, Topic.TASK_HISTORY, Topic.MODELS, Topic.METRICS,
-                         Topic.BLOCKLIST}
+    assert compacted == {Topic.TASKS, Topic.TASK_HISTORY, Topic.MODELS, Topic.MODELS_SERVED,
+                         Topic.METRICS, Topic.BLOCKLIST}
 
 
 def test_group_ids_follow_the_topic_prefix() -> None:
     assert group_id(load_settings().kafka, Group.BROWSERS) == "webgym-browsers"
     kafka = load_settings(kafka={"topic_prefix": "t123"}).kafka
     assert {group_id(kafka, g) for g in Group} == {
-        "t123-browsers", "t123-policy", "t123-evaluator", "t123-history", "t123-metrics"}
+        "t123-browsers", "t123-policy", "t123-evaluator", "t123-history", "t123-metrics",
+        "t123-replay", "t123-model-loader"}
 
 
 def test_faust_internal_topics_are_derived_from_app_ids_and_table_names() -> None:
