@@ -8,6 +8,7 @@ process group) with its output in <data_dir>/logs/<name>.log and its pid in
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -47,19 +48,35 @@ def port_is_listening(host: str, port: int, timeout_s: float = 0.5) -> bool:
         return False
 
 
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands out as the source port of outgoing connections."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    return free_port_block(1, host)
 
 
-def free_port_block(count: int, host: str = "127.0.0.1", tries: int = 50) -> int:
-    """A port P with P .. P+count-1 all free (a Kafka cluster's ports, in tests)."""
+def free_port_block(count: int, host: str = "127.0.0.1", tries: int = 200) -> int:
+    """A port P with P .. P+count-1 all free (tests: a server's port, a Kafka cluster's ports).
+
+    Drawn below the kernel's ephemeral range: a port from that range can be taken as the
+    source port of any outgoing connection between our check and the server's bind (three
+    Kafka nodes dialling each other while the third still starts did exactly that).
+    """
+    low, _ = ephemeral_range()
+    top = min(low, 65536) - count
+    bottom = 20000 if top > 21000 else 1024
+    rng = random.SystemRandom()
     for _ in range(tries):
-        base = free_port(host)
-        if base + count <= 65535 and all(port_is_free(host, base + i) for i in range(count)):
+        base = rng.randrange(bottom, top)
+        if all(port_is_free(host, base + i) for i in range(count)):
             return base
-    raise InfraError(f"no {count} consecutive free ports on {host}")
+    raise InfraError(f"no {count} consecutive free ports on {host} in {bottom}..{top + count}")
 
 
 def pid_alive(pid: int) -> bool:
@@ -118,10 +135,16 @@ class ManagedProcess:
         return proc.pid
 
     def log_tail(self, lines: int = 15) -> str:
+        """The log's last lines, after the first few ERROR/FATAL lines before them (a process
+        that dies at start-up logs its cause early and then many lines of shutting down)."""
         try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+            text = self.log_file.read_text(errors="replace").splitlines()
         except OSError:
             return ""
+        tail = text[-lines:]
+        causes = [line for line in text[:-lines] if " ERROR " in line or " FATAL " in line
+                  or line.startswith(("ERROR", "FATAL", "Exception", "Caused by"))][:5]
+        return "\n".join([*causes, *(["..."] if causes else []), *tail])
 
     def stop(self, timeout_s: float) -> bool:
         """SIGTERM the process group, SIGKILL what is left after `timeout_s`. True if it ran."""

@@ -1,4 +1,5 @@
-"""`webgym worker browser | policy | evaluator | history | metrics`: one process each."""
+"""`webgym worker browser | policy | evaluator | history | metrics | replay | trainer |
+model-loader`: one process each."""
 
 from __future__ import annotations
 
@@ -88,3 +89,43 @@ def worker_metrics(
     csv_path = csv_path or default_csv_path(settings)
     console.print(f"metrics worker: {csv_path}, broker {settings.kafka.bootstrap_servers}")
     asyncio.run(run_metrics_worker(settings, csv_path))
+
+
+@app.command("replay")
+@one_line_errors
+def worker_replay() -> None:
+    """The replay processor: scored episodes -> training samples on webgym.replay."""
+    from processors.replay import run_replay_worker
+    from webgym_common.topics import Group, group_id
+
+    settings = get_settings()
+    r = settings.replay
+    console.print(f"replay processor: group {group_id(settings.kafka, Group.REPLAY)}, "
+                  f"success_only={r.success_only}, same-screenshot filter "
+                  f"{r.filter_same_screenshot}, failures kept {r.include_failures}")
+    asyncio.run(run_replay_worker(settings))
+
+
+@app.command("trainer")
+@one_line_errors
+def worker_trainer() -> None:
+    """The trainer: replay samples -> LLaMA-Factory runs -> one ModelVersion per run."""
+    from consumers.trainer.app import run_trainer
+
+    settings = get_settings()
+    t = settings.trainer
+    console.print(f"trainer: {t.mode} ({t.trigger}), max staleness {t.max_staleness}, "
+                  f"broker {settings.kafka.bootstrap_servers}")
+    asyncio.run(run_trainer(settings))
+
+
+@app.command("model-loader")
+@one_line_errors
+def worker_model_loader() -> None:
+    """The model loader: each ModelVersion -> loaded into vLLM under a versioned name."""
+    from consumers.model_loader import run_model_loader
+
+    settings = get_settings()
+    console.print(f"model loader: vLLM at {settings.policy.base_url}, "
+                  f"broker {settings.kafka.bootstrap_servers}")
+    asyncio.run(run_model_loader(settings))

@@ -100,7 +100,26 @@ async def _wait_for_leaders(
     return counts
 
 
-async def describe_topic_configs(settings: Settings, names: list[str]) -> dict[str, dict[str, str]]:
+class TopicNotKnownYet(RuntimeError):
+    """The broker asked has no metadata for the topic yet (it was created a moment ago)."""
+
+
+async def describe_topic_configs(
+    settings: Settings, names: list[str], wait_s: float = 30.0
+) -> dict[str, dict[str, str]]:
+    """Each topic's configs. A broker learns of a new topic from the controller a moment after
+    the create returns, and until then answers with an error and no configs: asked again."""
+    async for attempt in AsyncRetrying(stop=stop_after_delay(wait_s), wait=wait_fixed(0.5),
+                                       retry=retry_if_exception_type(TopicNotKnownYet),
+                                       reraise=True):
+        with attempt:
+            return await _describe_topic_configs_once(settings, names)
+    raise AssertionError("unreachable: tenacity reraises")
+
+
+async def _describe_topic_configs_once(
+    settings: Settings, names: list[str]
+) -> dict[str, dict[str, str]]:
     admin = admin_client(settings)
     await admin.start()
     try:
@@ -113,6 +132,9 @@ async def describe_topic_configs(settings: Settings, names: list[str]) -> dict[s
     for response in responses:
         for resource in response.resources:
             # (error_code, error_message, resource_type, resource_name, config_entries)
-            name, entries = resource[3], resource[4]
+            error_code, error_message, name, entries = (
+                resource[0], resource[1], resource[3], resource[4])
+            if error_code:
+                raise TopicNotKnownYet(f"{name}: error {error_code} {error_message}")
             out[name] = {entry[0]: entry[1] for entry in entries}
     return out

@@ -427,6 +427,13 @@ class RolloutSettings(BaseModel):
     score_wait_s: float = Field(120.0, ge=0)
     seed: int | None = None
     interaction_mode: InteractionMode = InteractionMode.SET_OF_MARKS
+    # This share of training episodes whose task has reference actions runs teacher-forced:
+    # demonstrations the trainer learns from beside the policy's own successes (a small model
+    # on the CPU rarely succeeds on its own at first). 0: the policy runs every episode.
+    demonstration_share: float = Field(0.0, ge=0, le=1)
+    # The loop trains: iteration i starts once the model server serves version
+    # i - trainer.max_staleness (producers.controller.iteration.version_needed).
+    train: bool = False
 
 
 class Settings(BaseSettings):

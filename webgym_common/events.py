@@ -226,6 +226,9 @@ class EpisodeRequested(Event):
     deadline: datetime
     policy_version: str
     interaction_mode: InteractionMode = "set_of_marks"
+    # Run teacher-forced from the task's reference actions: a demonstration for the trainer, not the
+    # policy's attempt.
+    demonstration: bool = False
 
 
 class TrajectoryStep(AvroRecord):

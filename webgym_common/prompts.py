@@ -52,6 +52,7 @@ class EpisodeContext:
     mode: str = "set_of_marks"
     max_steps: int = 30
     reference_actions: list[dict[str, Any]] = field(default_factory=list)
+    demonstration: bool = False  # teacher-forced from reference_actions (EpisodeRequested)
     history: list[StepRecord] = field(default_factory=list)
     memory_json: str = "{}"
     last_decided: int = -1  # the last observation step an action was published for

@@ -9,6 +9,9 @@ many. Counts live in the server's memory and are lost with it, like the sites' o
 A post that also carries `X-WebGym-Replay: 1` is a step the browser re-executes to rebuild a
 resumed episode's page after its previous owner was lost; it is counted apart, as a replay,
 so a report can say both "each form was posted once" and "N posts were re-sent on resume".
+So is a post whose idempotency key (episode + `X-WebGym-Step` + form) came before: the
+action a killed owner executed without publishing its result, executed again by the next
+owner (the site sees the same key twice and, honouring it, applies the effect once).
 
 `GET /__webgym/posts` returns `{"posts": {episode: n}, "replays": {episode: n}}`;
 `GET /__webgym/posts?episode=ID` one episode's counts and the forms it posted, in order
@@ -29,6 +32,7 @@ from aiohttp import web
 
 EPISODE_HEADER = "X-WebGym-Episode"
 REPLAY_HEADER = "X-WebGym-Replay"
+STEP_HEADER = "X-WebGym-Step"
 REPLAY = "replay "
 POSTS_PATH = "/__webgym/posts"
 # Plenty for any test run; the oldest episode is forgotten first beyond this.
@@ -54,11 +58,19 @@ class PostCounter:
     def __init__(self, max_episodes: int = MAX_EPISODES) -> None:
         self.max_episodes = max_episodes
         self.forms: OrderedDict[str, list[str]] = OrderedDict()
+        self.keys: dict[str, set[tuple[str, str]]] = {}  # episode -> (step, form) seen
 
-    def record(self, episode: str, form: str) -> None:
+    def record(self, episode: str, form: str, replay: bool = False, step: str | None = None
+               ) -> None:
+        """One post; a replay, or a repeat of an idempotency key (step + form), counts apart."""
         if episode not in self.forms and len(self.forms) >= self.max_episodes:
-            self.forms.popitem(last=False)
-        self.forms.setdefault(episode, []).append(form)
+            gone, _ = self.forms.popitem(last=False)
+            self.keys.pop(gone, None)
+        if step is not None and not replay:
+            seen = self.keys.setdefault(episode, set())
+            replay = (step, form) in seen
+            seen.add((step, form))
+        self.forms.setdefault(episode, []).append((REPLAY if replay else "") + form)
 
     def counts(self, replays: bool = False) -> dict[str, int]:
         """Posts per episode: first executions, or (`replays`) re-sent replays."""
@@ -98,9 +110,9 @@ def setup(app: web.Application) -> PostCounter:
     ) -> web.StreamResponse:
         if request.method == "POST":
             # Counted on arrival, before the handler: a post the site refuses is still a post.
-            replay = request.headers.get(REPLAY_HEADER) == "1"
-            counter.record(request.headers.get(EPISODE_HEADER, ""),
-                           (REPLAY if replay else "") + request.path)
+            counter.record(request.headers.get(EPISODE_HEADER, ""), request.path,
+                           replay=request.headers.get(REPLAY_HEADER) == "1",
+                           step=request.headers.get(STEP_HEADER))
         return await handler(request)
 
     async def posts(request: web.Request) -> web.Response:

@@ -45,7 +45,13 @@ from processors.policy.decisions import (
     next_context,
     note_effect,
 )
-from processors.policy.policies import VllmPolicy, make_policy, prompt_blob, refused
+from processors.policy.policies import (
+    TeacherForcingPolicy,
+    VllmPolicy,
+    make_policy,
+    prompt_blob,
+    refused,
+)
 from processors.policy.retry import retried
 from processors.policy.waiting import RequestWatch, now_ms
 from webgym_common.bus import EventConsumer, EventProducer
@@ -79,6 +85,7 @@ def build_app(settings: Settings) -> faust.App:
     app = make_faust_app(settings, Group.POLICY)
     store = ObjectStore(settings.s3)
     policy = make_policy(cfg, store)
+    teacher = TeacherForcingPolicy()  # demonstration episodes (EpisodeRequested.demonstration)
     specs = topic_specs(k)
     sources = [Topic.EPISODES, Topic.EPISODES_COMPLETED, Topic.OBSERVATIONS]
     episodes, completed, observations = (faust_topic(app, k, t) for t in sources)
@@ -162,7 +169,8 @@ def build_app(settings: Settings) -> faust.App:
                 deadline is None or now_ms() + next_try_in_s * 1000 < deadline)
 
         ctx = note_effect(entry.ctx, obs)
-        decision = await retried(lambda: policy.decide(ctx, obs), what, useful,
+        chooser = teacher if ctx.demonstration else policy
+        decision = await retried(lambda: chooser.decide(ctx, obs), what, useful,
                                  cfg.retry_max_backoff_s, lambda err: refused(err, ctx.mode))
         if decision is None:
             return
@@ -174,7 +182,7 @@ def build_app(settings: Settings) -> faust.App:
             if ref is None:
                 return
             prompt_uri = ref.uri
-        chosen = action_event(ctx, obs, decision, prompt_uri, policy.version)
+        chosen = action_event(ctx, obs, decision, prompt_uri, chooser.version)
         # publish, then remember
         if await retried(lambda: publish(chosen), what, useful, cfg.retry_max_backoff_s) is None:
             return

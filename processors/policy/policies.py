@@ -2,6 +2,9 @@
 
 - `VllmPolicy`: any OpenAI-compatible chat endpoint (vLLM locally, on a GPU, in compose).
 - `TeacherForcingPolicy`: replays the task's reference actions (the upper bound, for debugging).
+  It also returns the chat messages a model would have been shown (a screenshot only as its
+  s3:// reference), so its prompts are stored like the model's and its rollouts are
+  demonstrations to train on.
 
 `failure_kind` sorts what a decision can raise: the model server or the object store
 unreachable (retry while the episode can still use an action), the model refusing
@@ -60,8 +63,10 @@ class Policy(Protocol):
 class TeacherForcingPolicy:
     version = "teacher-forcing"
 
-    def __init__(self, delay_s: float = 0.0, jitter_s: float = 0.0) -> None:
+    def __init__(self, delay_s: float = 0.0, jitter_s: float = 0.0,
+                 max_element_chars: int = 3000) -> None:
         self.delay_s, self.jitter_s = delay_s, jitter_s
+        self.max_element_chars = max_element_chars
 
     async def decide(self, ctx: EpisodeContext, obs: StepObserved) -> Decision:
         if self.delay_s or self.jitter_s:
@@ -74,9 +79,13 @@ class TeacherForcingPolicy:
             action = resolve_reference_action(ReferenceAction(action="ANSWER", text=""), [])
             thought = "the reference sequence has no more steps"
         raw = f"Thought: {thought}\nAction: {format_action(action)}\nMemory_Updated: {{}}"
+        # The prompt a model would have had for this reply: together they are a demonstration.
+        # In coordinates mode the screenshot is part of it, by reference (never its bytes).
+        image = obs.screenshot_uri if ctx.mode == "coordinates" else None
+        messages = build_messages(ctx, obs.url, obs.marks, image, self.max_element_chars)
         return Decision(
             ParsedReply(thought=thought, action=action, memory_json=None, reasoning=None, raw=raw),
-            messages=None,
+            messages=messages,
         )
 
 
@@ -167,7 +176,8 @@ def refused(err: BaseException, mode: str) -> Decision:
 
 def make_policy(cfg: PolicySettings, store: ObjectStore) -> Policy:
     if cfg.kind == "teacher":
-        return TeacherForcingPolicy(cfg.teacher_delay_s, cfg.teacher_delay_jitter_s)
+        return TeacherForcingPolicy(cfg.teacher_delay_s, cfg.teacher_delay_jitter_s,
+                                    cfg.max_element_chars)
     return VllmPolicy(cfg, store)
 
 

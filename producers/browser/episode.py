@@ -134,7 +134,7 @@ class EpisodeRunner:
             action = await self._next_action(session, pending)
             if action.action.kind == "ANSWER":
                 return Ending("answer", answer=action.action.text)
-            await self._mark_replay(session, is_replay(session.step, pending))
+            await self._label_requests(session, is_replay(session.step, pending))
             error = effect = None
             try:
                 effect = await execute(session, action.action, self.cfg)
@@ -168,11 +168,14 @@ class EpisodeRunner:
                 raise EpisodeAborted("timeout", "the episode's deadline passed") from None
             keep_action(item, session.step, pending)
 
-    async def _mark_replay(self, session: EpisodeSession, replay: bool) -> None:
-        if replay != session.replaying and session.context is not None:
+    async def _label_requests(self, session: EpisodeSession, replay: bool) -> None:
+        """The action's requests carry its step (an idempotency key) and the replay flag."""
+        label = (session.step, replay)
+        if label != session.labelled and session.context is not None:
             await asyncio.wait_for(session.context.set_extra_http_headers(
-                episode_headers(session.episode_id, replay)), self.cfg.action_timeout_s)
-            session.replaying = replay
+                episode_headers(session.episode_id, replay, session.step)),
+                self.cfg.action_timeout_s)
+            session.labelled = label
 
     async def _observe_and_publish(
         self, session: EpisodeSession, effect: str | None, error: str | None

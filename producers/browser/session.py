@@ -18,12 +18,19 @@ from webgym_common.events import ActionChosen, EpisodeRequested, Mark
 
 # Sent with every request of an episode's context, so a site (the sandbox) can tell which
 # episode made it, and whether the step is a replay of one a previous owner already ran.
+# Episode + step is an idempotency key: the one action a killed owner may have executed
+# without publishing what followed is executed again by the next owner under the same key,
+# so a site that honours it applies the effect once.
 EPISODE_HEADER = "X-WebGym-Episode"
 REPLAY_HEADER = "X-WebGym-Replay"
+STEP_HEADER = "X-WebGym-Step"
 
 
-def episode_headers(episode_id: str, replay: bool = False) -> dict[str, str]:
+def episode_headers(episode_id: str, replay: bool = False,
+                    step: int | None = None) -> dict[str, str]:
     headers = {EPISODE_HEADER: episode_id}
+    if step is not None:
+        headers[STEP_HEADER] = str(step)
     if replay:
         headers[REPLAY_HEADER] = "1"
     return headers
@@ -78,7 +85,7 @@ class EpisodeSession:
     interrupt: Callable[[], object] | None = None
     # Work started by page events (attaching a pop-up); cancelled when the episode ends.
     background: set[asyncio.Task] = field(default_factory=set)
-    replaying: bool = False  # the requests now carry the replay header
+    labelled: tuple[int, bool] | None = None  # (step, replay) the requests' headers carry
     last_status: int | None = None
     nav_requests: int = 0
     # Set when every main-frame navigation requested so far has committed.

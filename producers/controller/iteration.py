@@ -11,6 +11,7 @@ one is scored or the scores have been waited for long enough.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,7 +27,7 @@ from webgym_common.events import (
     Event,
     IterationClosed,
     IterationStarted,
-    ModelVersion,
+    ModelServed,
     Task,
     utc_now,
 )
@@ -87,22 +88,47 @@ def active_blocks(blocklist: Mapping[str, Event], now: datetime) -> set[str]:
             if isinstance(e, DomainBlocked) and e.blocked_until > now}
 
 
-def latest_policy_version(models: Iterable[Event], default: str) -> str:
-    """The newest published model as "name:vN", or `default` if none was published."""
-    published = [m for m in models if isinstance(m, ModelVersion)]
-    if not published:
-        return default
-    latest = max(published, key=lambda m: m.produced_at)
-    return f"{latest.model_name}:v{latest.version}"
+def served_version(served: Iterable[Event], model_name: str) -> int:
+    """The newest version of `model_name` the model server serves (0: the base model)."""
+    return max((m.version for m in served
+                if isinstance(m, ModelServed) and m.model_name == model_name), default=0)
+
+
+def latest_policy_version(served: Iterable[Event], model_name: str, default: str) -> str:
+    """The version tag the policy's actions carry now: "v<N>", or `default` for the base."""
+    version = served_version(served, model_name)
+    return f"v{version}" if version else default
+
+
+def version_needed(iteration: int, max_staleness: int) -> int:
+    """The served version iteration `iteration` waits for when the loop trains: the trainer
+    makes version i+1 from iteration i, so k = 0 runs every iteration on the version trained
+    on all before it (WebGym's synchronous loop) and k > 0 lets rollouts run up to k versions
+    behind the trainer (the asynchronous loop of AReaL / AsyncWebRL)."""
+    return max(0, iteration - max_staleness)
+
+
+DEMONSTRATION_VERSION = "demonstration"  # the policy_version of a teacher-forced episode
+
+
+def is_demonstration(eid: str, task: Task, split: str, share: float) -> bool:
+    """Whether this episode runs teacher-forced as a demonstration: a fixed share of training
+    episodes whose task has reference actions, chosen by the episode id's digest (so a
+    resumed controller makes the same choice)."""
+    if split != "train" or not task.reference_actions or share <= 0:
+        return False
+    return int(hashlib.sha256(eid.encode()).hexdigest()[:8], 16) / 0x1_0000_0000 < share
 
 
 def make_request(settings: Settings, eid: str, task: Task, iteration: int, split: str,
                  version: str) -> EpisodeRequested:
     timeout = timedelta(minutes=settings.rollout.task_timeout_minutes)
+    demo = is_demonstration(eid, task, split, settings.rollout.demonstration_share)
     return EpisodeRequested(
         episode_id=eid, task=task, iteration=iteration, split=split,
         max_steps=max_steps_for(task.difficulty, split), deadline=utc_now() + timeout,
-        policy_version=version, interaction_mode=settings.rollout.interaction_mode,
+        policy_version=DEMONSTRATION_VERSION if demo else version,
+        interaction_mode=settings.rollout.interaction_mode, demonstration=demo,
     )
 
 

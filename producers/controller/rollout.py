@@ -29,6 +29,7 @@ from producers.controller.iteration import (
     missing_requests,
     overdue,
     scores_in,
+    served_version,
     started_event,
     task_id_of,
     track,
@@ -67,8 +68,28 @@ async def blocked_domains(settings: Settings, producer: EventProducer) -> set[st
 
 
 async def policy_version(settings: Settings, producer: EventProducer) -> str:
-    models = (await read_compacted(settings, Topic.MODELS, producer)).values()
-    return latest_policy_version(models, settings.policy.version)
+    served = (await read_compacted(settings, Topic.MODELS_SERVED, producer)).values()
+    return latest_policy_version(served, settings.trainer.model_name, settings.policy.version)
+
+
+async def wait_for_version(settings: Settings, producer: EventProducer, needed: int,
+                           on_wait: Callable[[str], None] = lambda _: None) -> int:
+    """Block until the model server serves version `needed` of the trained model (the loop's
+    staleness bound); returns the version served. Gives up with an error after the longest a
+    training run, its replay catch-up and the load may take."""
+    t = settings.trainer
+    give_up = time.monotonic() + t.run_timeout_s + t.replay_wait_s + t.load_timeout_s
+    async with EventConsumer(settings, [Topic.MODELS_SERVED], None, producer,
+                             client_id="controller-models") as c:
+        served = [r.event for r in await read_to_end(c)]
+        while (version := served_version(served, t.model_name)) < needed:
+            if time.monotonic() > give_up:
+                raise TimeoutError(f"version {needed} of {t.model_name} was not served in time "
+                                   f"(serving v{version}): is the trainer or model loader down?")
+            on_wait(f"waiting for {t.model_name} v{needed} (serving v{version}): "
+                    "training, then hot-loading")
+            served += [r.event for r in await c.poll(int(TICK_S * 1000))]
+    return version
 
 
 async def start_or_resume(settings: Settings, producer: EventProducer, iteration: int,

@@ -20,8 +20,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from producers.controller.iteration import IterationState
-from producers.controller.rollout import next_iteration, run_iteration
+from producers.controller.iteration import IterationState, version_needed
+from producers.controller.rollout import next_iteration, run_iteration, wait_for_version
 from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import RolloutMetrics
@@ -58,6 +58,13 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
     async with EventProducer(settings, client_id="controller") as producer:
         for _ in range(iterations):
             iteration = await next_iteration(settings, producer, split)
+            if settings.rollout.train:
+                needed = version_needed(iteration, settings.trainer.max_staleness)
+                with console.status(f"it{iteration}: waiting for v{needed}") as status:
+                    served = await wait_for_version(settings, producer, needed, status.update)
+                console.print(f"iteration {iteration} runs on {settings.trainer.model_name} "
+                              f"v{served} (needs v{needed}: max staleness "
+                              f"{settings.trainer.max_staleness})")
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console) as progress:
                 bar = progress.add_task(f"it{iteration} {split}", total=tasks_per_iteration)

@@ -13,7 +13,9 @@ The harness reads the topics themselves (never the project's metrics as the trut
   a different number of episodes than were scored;
 - ended early: any termination other than `answer` (the teacher answers every task);
 - replayed posts: form posts re-sent, marked X-WebGym-Replay, while a resumed episode's page
-  was rebuilt (not counted as side effects of the episode, but a real site would see them);
+  was rebuilt, or sent again under an idempotency key already seen (X-WebGym-Step: the one
+  action a killed owner ran without publishing its result); not counted as side effects of
+  the episode, but a real site that ignores the key would see them;
 - dlq: dead letters of good events (for the bad-input scenario, of events it did not inject).
 """
 

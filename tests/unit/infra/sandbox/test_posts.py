@@ -19,6 +19,7 @@ from infra.sandbox.posts import (
     POST_FIELDS,
     POSTS_PATH,
     REPLAY_HEADER,
+    STEP_HEADER,
     PostCounter,
     reference_posts,
 )
@@ -63,6 +64,17 @@ async def test_every_post_is_counted_under_its_episode(client: httpx.AsyncClient
     assert two["forms"][-1] == "replay /forum/login"
     none = (await client.get(POSTS_PATH, params={"episode": "unknown"})).json()
     assert none == {"episode": "unknown", "posts": 0, "replays": 0, "forms": []}
+
+
+async def test_a_repeated_idempotency_key_is_a_re_send(client: httpx.AsyncClient) -> None:
+    """The action a killed owner ran, run again by the next owner under the same step."""
+    form = {"username": "carol"}
+    for step in ("3", "3", "4"):
+        await client.post("/forum/login", data=form,
+                          headers={**episode("e7"), STEP_HEADER: step})
+    one = (await client.get(POSTS_PATH, params={"episode": "e7"})).json()
+    assert (one["posts"], one["replays"]) == (2, 1)
+    assert one["forms"] == ["/forum/login", "replay /forum/login", "/forum/login"]
 
 
 def test_the_counter_forgets_the_oldest_episode_beyond_its_bound() -> None:

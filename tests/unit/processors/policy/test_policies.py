@@ -6,8 +6,11 @@ import httpx
 import openai
 from aiokafka.errors import KafkaTimeoutError
 
-from processors.policy.policies import Failure, failure_kind, refused
+from processors.policy.policies import Failure, TeacherForcingPolicy, failure_kind, refused
+from tests.factories import sample_event
+from webgym_common.events import Mark, StepObserved
 from webgym_common.objectstore import ObjectStoreError
+from webgym_common.prompts import EpisodeContext, build_messages
 
 REQUEST = httpx.Request("POST", "http://vllm/v1/chat/completions")
 
@@ -37,3 +40,32 @@ def test_a_refusal_becomes_an_explicit_invalid_action_carrying_the_error() -> No
     assert action.kind == "Invalid" and not action.valid
     assert "refused" in (action.error or "") and "status 400" in (action.error or "")
     assert action.mode == "coordinates" and decision.messages is None
+
+
+def observation(step: int) -> StepObserved:
+    obs = sample_event("StepObserved")
+    assert isinstance(obs, StepObserved)
+    mark = Mark(index=4, ref="e4", role="button", name="Go", x=1, y=2, width=3, height=4)
+    return obs.model_copy(update={"step": step, "url": "http://site/a", "marks": [mark],
+                                  "screenshot_uri": "s3://shots/sha256/ab/ab.jpg"})
+
+
+async def test_the_teacher_returns_the_prompt_a_model_would_have_had_with_its_reply() -> None:
+    ctx = EpisodeContext(episode_id="ep", task_id="t", task_name="press go",
+                         reference_actions=[{"action": "Click", "role": "button", "name": "Go"}])
+    obs = observation(0)
+    decision = await TeacherForcingPolicy(max_element_chars=500).decide(ctx, obs)
+    # the very messages the model is given (set of marks: no image), so they can be stored
+    assert decision.messages == build_messages(ctx, "http://site/a", obs.marks, None, 500)
+    assert decision.reply.raw == ("Thought: reference step 1 of 1\nAction: Click [4]\n"
+                                  "Memory_Updated: {}")
+
+
+async def test_in_coordinates_mode_the_teachers_prompt_refers_to_the_screenshot() -> None:
+    ctx = EpisodeContext(episode_id="ep", task_id="t", task_name="x", mode="coordinates")
+    decision = await TeacherForcingPolicy().decide(ctx, observation(3))
+    assert decision.messages is not None
+    parts = decision.messages[1]["content"]
+    # the screenshot's object-store reference, never its bytes
+    assert parts[1] == {"type": "image_url",
+                        "image_url": {"url": "s3://shots/sha256/ab/ab.jpg"}}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from producers.controller.iteration import (
     IterationState,
     active_blocks,
@@ -12,17 +14,22 @@ from producers.controller.iteration import (
     episode_id,
     grace_begins,
     grace_over,
+    is_demonstration,
     iteration_to_run,
     latest_policy_version,
+    make_request,
     missing_requests,
     overdue,
     scores_in,
+    served_version,
     started_event,
     task_id_of,
     track,
     unfinished,
+    version_needed,
 )
 from tests.factories import sample_event
+from webgym_common.config import load_settings
 from webgym_common.events import (
     DomainBlocked,
     EpisodeCompleted,
@@ -30,7 +37,8 @@ from webgym_common.events import (
     EpisodeScored,
     IterationClosed,
     IterationStarted,
-    ModelVersion,
+    ModelServed,
+    ReferenceAction,
     Task,
     utc_now,
 )
@@ -114,14 +122,47 @@ def test_only_domains_blocked_until_later_are_active() -> None:
     assert active_blocks(table, now) == {"a.org"}
 
 
-def test_the_newest_model_names_the_policy_version() -> None:
-    model = sample_event("ModelVersion")
-    assert isinstance(model, ModelVersion)
-    old = model.model_copy(update={"model_name": "m", "version": 1,
+def test_the_newest_served_version_names_the_policy_version() -> None:
+    served = sample_event("ModelServed")
+    assert isinstance(served, ModelServed)
+    v1 = served.model_copy(update={"model_name": "m", "version": 1, "produced_at": utc_now()})
+    # Served later but older: the version number decides, not the time.
+    v2 = served.model_copy(update={"model_name": "m", "version": 2,
                                    "produced_at": utc_now() - timedelta(hours=1)})
-    new = model.model_copy(update={"model_name": "m", "version": 2, "produced_at": utc_now()})
-    assert latest_policy_version([new, old], "default") == "m:v2"
-    assert latest_policy_version([], "default") == "default"
+    other = served.model_copy(update={"model_name": "other", "version": 9})
+    assert served_version([v1, v2, other], "m") == 2
+    assert latest_policy_version([v1, v2, other], "m", "base") == "v2"
+    assert latest_policy_version([other], "m", "base") == "base"
+    assert latest_policy_version([], "m", "base") == "base"
+
+
+@pytest.mark.parametrize(("iteration", "k", "needed"), [
+    (0, 0, 0), (1, 0, 1), (5, 0, 5),  # synchronous: the version trained on everything before
+    (0, 1, 0), (1, 1, 0), (2, 1, 1), (5, 2, 3),  # asynchronous: up to k versions behind
+])
+def test_an_iteration_waits_for_the_version_its_staleness_allows(
+        iteration: int, k: int, needed: int) -> None:
+    assert version_needed(iteration, k) == needed
+
+
+def test_demonstrations_are_a_stable_share_of_training_episodes_with_references() -> None:
+    task = sample_event("Task")
+    assert isinstance(task, Task)
+    ref = ReferenceAction(action="ANSWER", text="42")
+    with_refs = task.model_copy(update={"reference_actions": [ref]})
+    ids = [episode_id("train", 3, i, "t") for i in range(2000)]
+    chosen = [eid for eid in ids if is_demonstration(eid, with_refs, "train", 0.25)]
+    assert 400 < len(chosen) < 600  # about a quarter
+    assert chosen == [eid for eid in ids if is_demonstration(eid, with_refs, "train", 0.25)]
+    assert not any(is_demonstration(eid, with_refs, "train", 0.0) for eid in ids)
+    assert not any(is_demonstration(eid, with_refs, "test", 1.0) for eid in ids)
+    assert not any(is_demonstration(eid, task.model_copy(update={"reference_actions": []}),
+                                    "train", 1.0) for eid in ids)
+    settings = load_settings(rollout={"demonstration_share": 1.0})
+    req = make_request(settings, ids[0], with_refs, 3, "train", "v2")
+    assert (req.demonstration, req.policy_version) == (True, "demonstration")
+    req = make_request(load_settings(), ids[0], with_refs, 3, "train", "v2")
+    assert (req.demonstration, req.policy_version) == (False, "v2")
 
 
 def test_missing_requests_skip_requested_ones_and_vanished_tasks() -> None:

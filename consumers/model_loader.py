@@ -1,0 +1,281 @@
+"""The model loader: each trained LoRA adapter hot-loaded into vLLM under a name of its own.
+
+Delivery: each version served at least once, never out of order, never before vLLM lists
+it; no consumer group, nothing committed. The loader's state is its own compacted output:
+at start it reads webgym.models.served to its end (the version served per model), then
+webgym.models (compacted, one partition) from the beginning, and marks itself ready. It
+loads the newest version of each model newer than the one served (an older one would be
+superseded at once), then every newer ModelVersion that comes. Loading is idempotent
+because a name is never reused: version N of a model is served as `<model>-v<N>` (vLLM
+has served stale weights under a reused name). A loader killed after vLLM took an
+adapter, before ModelServed was published, loads it again when restarted; vLLM answers
+"already loaded", /v1/models is checked, and ModelServed is published. So a version may
+be announced twice, never one older than a version already announced.
+
+A version: adapter_config.json and adapter_model.safetensors from the checkpoint prefix
+in the object store into <data_dir>/adapters/<served name>/ (renamed into place whole, so
+vLLM never reads half a directory; the directory must be the same path for vLLM, in
+compose a shared volume), POST /v1/load_lora_adapter, GET /v1/models until it lists the
+name (trainer.load_timeout_s), and only then ModelServed (key model name) on
+webgym.models.served: the policy switches on that, never on the ModelVersion. Versions
+older than the previous two are unloaded then, to bound the server's memory.
+
+Failures: vLLM or MinIO down or slow (connection errors, timeouts, 408/429/502/503/504,
+a name not listed in time) are tried again with backoff for as long as it takes: a
+version is never skipped because the server was away. vLLM rejecting the adapter (any
+other 4xx, or 500: its engine could not load it) or a checkpoint missing its files: an
+error is logged, nothing is published and the loader goes on (a restarted loader tries
+that version again). Kafka failing the publish ends the process; restarted, it loads
+again ("already loaded") and publishes. Every 30 s the served names are checked, and
+loaded again if vLLM lost them (a restarted server forgets its runtime adapters).
+
+Full checkpoints (finetuning_type "full") cannot be hot-loaded into the CPU server: the
+loader logs an error and publishes nothing. On the GPU path a full checkpoint is served
+by restarting vLLM on it (`--model <checkpoint> --served-model-name <model>-v<N>`,
+compose's gpu profile), and the one who restarts it announces the ModelServed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from pathlib import Path
+
+import httpx
+import urllib3
+from minio.error import S3Error
+
+from webgym_common.bus import EventConsumer, EventProducer, read_compacted, read_to_end
+from webgym_common.config import Settings
+from webgym_common.events import Event, ModelServed, ModelVersion
+from webgym_common.lifecycle import mark_ready, run_until_signalled
+from webgym_common.objectstore import ObjectStore, ObjectStoreError
+from webgym_common.topics import Topic
+
+log = logging.getLogger(__name__)
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+KEEP_LOADED = 3  # the served version and the two before it (decisions in flight use them)
+CHECK_EVERY_S = 30.0
+MAX_BACKOFF_S = 30.0
+TRANSIENT = (httpx.TransportError, ObjectStoreError, urllib3.exceptions.HTTPError, OSError)
+
+
+class Plan(StrEnum):
+    LOAD = "load"
+    OLD = "not newer than the version served"
+    FULL = "a full checkpoint"
+
+
+class Outcome(StrEnum):
+    LOADED = "loaded"
+    ALREADY = "already loaded"
+    TRANSIENT = "transient"
+    REJECTED = "rejected"
+
+
+def served_name(model_name: str, version: int) -> str:
+    """The immutable name version `version` is served under (never reused)."""
+    return f"{model_name}-v{version}"
+
+
+def plan(mv: ModelVersion, served: Mapping[str, int]) -> Plan:
+    if mv.version <= served.get(mv.model_name, 0):
+        return Plan.OLD
+    return Plan.LOAD if mv.finetuning_type == "lora" else Plan.FULL
+
+
+def newest(events: Iterable[Event]) -> list[ModelVersion]:
+    """The newest ModelVersion of each model, in the order the models first appear."""
+    out: dict[str, ModelVersion] = {}
+    for e in events:
+        if isinstance(e, ModelVersion) and e.version > out.get(e.model_name, e).version - 1:
+            out[e.model_name] = e
+    return list(out.values())
+
+
+def load_outcome(status: int, body: str) -> Outcome:
+    """What vLLM's answer to POST /v1/load_lora_adapter means."""
+    if status == 200:
+        return Outcome.LOADED
+    if status == 400 and "already been loaded" in body:
+        return Outcome.ALREADY
+    if status in (408, 429) or status > 500:
+        return Outcome.TRANSIENT
+    return Outcome.REJECTED  # 500 here is the engine failing to load the adapter
+
+
+def to_unload(listed: Iterable[str], model_name: str, current: int,
+              keep: int = KEEP_LOADED) -> list[str]:
+    """The model's served names older than the `keep` newest up to `current`."""
+    prefix = f"{model_name}-v"
+    return sorted((n for n in listed if n.startswith(prefix) and n[len(prefix):].isdigit()
+                   and int(n[len(prefix):]) <= current - keep),
+                  key=lambda n: int(n[len(prefix):]))
+
+
+def adapter_uris(checkpoint_uri: str) -> dict[str, str]:
+    """File name -> its s3:// URI under the checkpoint prefix."""
+    return {f: f"{checkpoint_uri.rstrip('/')}/{f}" for f in ADAPTER_FILES}
+
+
+def backoff_s(attempt: int) -> float:
+    return float(min(MAX_BACKOFF_S, 0.5 * 2 ** min(attempt, 16)))
+
+
+class ModelServer:
+    """vLLM's model routes; `base_url` is the OpenAI /v1 root."""
+
+    def __init__(self, base_url: str, api_key: str, timeout_s: float) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.AsyncClient(base_url=base_url.rstrip("/") + "/", headers=headers,
+                                      timeout=timeout_s)
+
+    async def listed(self) -> set[str]:
+        resp = await self.http.get("models", timeout=10)
+        resp.raise_for_status()
+        return {m["id"] for m in resp.json()["data"]}
+
+    async def load(self, name: str, path: Path) -> tuple[Outcome, str]:
+        resp = await self.http.post("load_lora_adapter",
+                                    json={"lora_name": name, "lora_path": str(path)})
+        return load_outcome(resp.status_code, resp.text), f"HTTP {resp.status_code} {resp.text}"
+
+    async def wait_listed(self, name: str, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while name not in await self.listed():
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.2)
+        return True
+
+    async def unload(self, name: str) -> None:
+        resp = await self.http.post("unload_lora_adapter", json={"lora_name": name})
+        if resp.status_code not in (200, 404):
+            log.warning("unloading %s: HTTP %d %s", name, resp.status_code, resp.text)
+
+
+async def fetch_adapter(store: ObjectStore, checkpoint_uri: str, into: Path) -> Path:
+    """The adapter's files in `into` (a whole directory: a complete one is kept as it is)."""
+    if into.is_dir():
+        return into
+    part = into.with_name(f"{into.name}.part-{os.getpid()}")
+    shutil.rmtree(part, ignore_errors=True)
+    part.mkdir(parents=True)
+    for name, uri in adapter_uris(checkpoint_uri).items():
+        data = await store.get_blob(uri, verify=False)
+        await asyncio.to_thread((part / name).write_bytes, data)
+    os.replace(part, into)
+    return into
+
+
+class Loader:
+    def __init__(self, settings: Settings, store: ObjectStore, server: ModelServer) -> None:
+        self.store, self.server = store, server
+        self.adapters = Path(settings.infra.data_dir) / "adapters"
+        self.timeout_s = settings.trainer.load_timeout_s
+
+    async def load(self, model_name: str, version: int, checkpoint_uri: str) -> float | None:
+        """Milliseconds until vLLM listed the version, or None if it was rejected."""
+        name, started = served_name(model_name, version), time.perf_counter()
+        for attempt in range(1 << 62):
+            try:
+                outcome, why = await self._try(name, checkpoint_uri)
+            except S3Error as err:
+                outcome, why = Outcome.REJECTED, f"the checkpoint {checkpoint_uri}: {err}"
+            except TRANSIENT as err:
+                outcome, why = Outcome.TRANSIENT, f"{type(err).__name__}: {err}"
+            if outcome is Outcome.REJECTED:
+                log.error("%s NOT served: %s", name, why)
+                return None
+            if outcome is not Outcome.TRANSIENT:
+                return (time.perf_counter() - started) * 1000
+            log.warning("loading %s: %s; again in %.1fs", name, why, backoff_s(attempt))
+            await asyncio.sleep(backoff_s(attempt))
+        return None
+
+    async def _try(self, name: str, checkpoint_uri: str) -> tuple[Outcome, str]:
+        path = await fetch_adapter(self.store, checkpoint_uri, self.adapters / name)
+        outcome, why = await self.server.load(name, path)
+        if outcome in (Outcome.LOADED, Outcome.ALREADY) and not await self.server.wait_listed(
+                name, self.timeout_s):
+            return Outcome.TRANSIENT, f"not listed by /v1/models after {self.timeout_s:.0f}s"
+        return outcome, why
+
+    async def unload_old(self, model_name: str, current: int) -> None:
+        for name in to_unload(await self.server.listed(), model_name, current):
+            await self.server.unload(name)
+            shutil.rmtree(self.adapters / name, ignore_errors=True)
+            log.info("unloaded %s", name)
+
+    async def reload_lost(self, served: Iterable[ModelServed]) -> None:
+        listed = await self.server.listed()
+        for s in served:
+            if s.served_name not in listed:
+                log.warning("%s is not served any more (vLLM restarted?): loading it again",
+                            s.served_name)
+                await self.load(s.model_name, s.version, s.checkpoint_uri)
+
+
+async def serve_models(settings: Settings) -> None:
+    server = ModelServer(settings.policy.base_url, settings.policy.api_key,
+                         settings.trainer.load_timeout_s)
+    loader = Loader(settings, ObjectStore(settings.s3), server)
+    async with EventProducer(settings, client_id="model-loader") as producer, server.http:
+        served = {k: e for k, e in (await read_compacted(
+            settings, Topic.MODELS_SERVED, producer)).items() if isinstance(e, ModelServed)}
+        async with EventConsumer(settings, [Topic.MODELS], None, producer,
+                                 client_id="model-loader") as models:
+            backlog = newest(r.event for r in await read_to_end(models))
+            mark_ready(f"model loader: {len(served)} models served, {len(backlog)} known")
+
+            async def handle(mv: ModelVersion) -> None:
+                # decide
+                what = plan(mv, {k: s.version for k, s in served.items()})
+                name = served_name(mv.model_name, mv.version)
+                if what is Plan.FULL:
+                    log.error("%s is %s: vLLM on the CPU cannot hot-load it (the GPU path "
+                              "restarts vLLM on the new checkpoint); nothing served", name, what)
+                if what is not Plan.LOAD:
+                    log.info("%s: %s, not loaded", name, what)
+                    return
+                load_ms = await loader.load(mv.model_name, mv.version, mv.checkpoint_uri)
+                if load_ms is None:
+                    return
+                # publish, only once vLLM lists the name
+                event = ModelServed(model_name=mv.model_name, version=mv.version,
+                                    served_name=name, checkpoint_uri=mv.checkpoint_uri,
+                                    load_ms=load_ms)
+                await producer.publish(Topic.MODELS_SERVED, mv.model_name, event)
+                served[mv.model_name] = event
+                log.info("serving %s (%s) after %.0f ms", name, mv.checkpoint_uri, load_ms)
+                await guarded(loader.unload_old(mv.model_name, mv.version), "unloading")
+
+            for mv in backlog:
+                await handle(mv)
+            checked = 0.0
+            while True:
+                for received in await models.poll(timeout_ms=1000):
+                    if isinstance(received.event, ModelVersion):
+                        await handle(received.event)
+                if time.monotonic() - checked > CHECK_EVERY_S:
+                    checked = time.monotonic()
+                    await guarded(loader.reload_lost(list(served.values())), "checking")
+
+
+async def guarded(work: object, what: str) -> None:
+    """Housekeeping that may fail while vLLM is away: logged, tried again later."""
+    try:
+        await work  # type: ignore[misc]
+    except (*TRANSIENT, httpx.HTTPStatusError) as err:
+        log.warning("%s the served models: %s: %s", what, type(err).__name__, err)
+
+
+async def run_model_loader(settings: Settings) -> None:
+    """Run until SIGTERM/SIGINT."""
+    await run_until_signalled(serve_models(settings))
