@@ -1,6 +1,6 @@
 # One image for every pipeline process; docker-compose.yml picks the process
 # with the command (`webgym worker browser`, `webgym worker policy`, ...).
-FROM python:3.11-slim-bookworm
+FROM python:3.11-slim-bookworm AS pipeline
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -50,3 +50,8 @@ USER webgym
 
 ENTRYPOINT ["webgym"]
 CMD ["--help"]
+
+# The trainer: the same image plus LLaMA-Factory in its own venv (pinned by the
+# trainer settings), prepared at build time so a trainer container starts at once.
+FROM pipeline AS trainer
+RUN webgym infra prepare --with-trainer

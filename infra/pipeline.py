@@ -1,7 +1,8 @@
 """The pipeline's worker processes in the background, supervised.
 
 `webgym pipeline up` starts a supervisor (`webgym pipeline supervise`, infra.supervisor)
-that runs one of each process (browser, policy, evaluator, history and metrics) as
+that runs one of each process (browser, policy, evaluator, history, metrics and replay;
+with `rollout.train` also the trainer and the model loader) as
 `python -m webgym_cli -v worker <name>` with the current settings, and restarts one
 that dies, with backoff; `up` waits until every one is ready. `webgym pipeline down`
 (and `webgym infra down`) stops the supervisor, which stops them all first.
@@ -30,7 +31,12 @@ PROCESSES = {
     "evaluator": ("processors.evaluator.app", ["worker", "evaluator"]),
     "history": ("processors.history", ["worker", "history"]),
     "metrics": ("processors.metrics", ["worker", "metrics"]),
+    "replay": ("processors.replay", ["worker", "replay"]),
+    "trainer": ("consumers.trainer.app", ["worker", "trainer"]),
+    "model-loader": ("consumers.model_loader", ["worker", "model-loader"]),
 }
+# Run only when the loop trains (rollout.train): they need LLaMA-Factory's venv and vLLM.
+TRAINING = frozenset({"trainer", "model-loader"})
 SUPERVISOR = "pipeline-supervisor"
 
 
@@ -47,6 +53,11 @@ class ProcessStatus:
 
 def available() -> list[str]:
     return [n for n, (module, _) in PROCESSES.items() if importlib.util.find_spec(module)]
+
+
+def selected(settings: Settings) -> list[str]:
+    """The processes `up` runs: every one there is, the training ones when the loop trains."""
+    return [n for n in available() if settings.rollout.train or n not in TRAINING]
 
 
 def command(name: str) -> list[str]:
@@ -106,7 +117,7 @@ async def up(settings: Settings, timeout_s: float = 120.0) -> list[str]:
         return []
     for name in PROCESSES:  # left running by a supervisor that was killed
         _proc(settings, name).stop(settings.infra.stop_timeout_s)
-    names = available()
+    names = selected(settings)
     for name in names:
         _proc(settings, name).log_file.unlink(missing_ok=True)
         ready_file(settings, name).unlink(missing_ok=True)
@@ -151,7 +162,7 @@ def supervisor_pid(settings: Settings) -> int | None:
 def status(settings: Settings) -> list[ProcessStatus]:
     state = supervisor.read_state(state_file(settings))
     rows = []
-    for name in available():
+    for name in selected(settings):
         proc = _proc(settings, name)
         pid = proc.pid()
         seen = state.get(name, {})

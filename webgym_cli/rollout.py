@@ -36,18 +36,36 @@ def rollout_command(
 @one_line_errors
 def run(
     policy: PolicyKind = typer.Option(
-        PolicyKind.TEACHER, help="teacher (fast) or vllm (SmolLM2 on the CPU)."),
-    tasks_per_iteration: int = typer.Option(32),
-    iterations: int = typer.Option(2),
+        PolicyKind.VLLM, help="vllm (SmolLM2 on the CPU, trained by the loop) or teacher."),
+    tasks_per_iteration: int = typer.Option(8, help="Episodes per iteration."),
+    iterations: int = typer.Option(3, help="Iterations (a training run after each but the last)."),
+    train: bool = typer.Option(True, help="Train after each iteration and serve the result."),
+    max_staleness: int | None = typer.Option(
+        None, help="0: synchronous (WebGym); k > 0: rollouts run up to k versions behind."),
+    demonstrations: float | None = typer.Option(
+        None, help="Share of episodes run teacher-forced as demonstrations (default 0.5 when "
+        "training the vLLM policy, else WEBGYM_ROLLOUT__DEMONSTRATION_SHARE)."),
 ) -> None:
-    """The main job: stack up, sandbox tasks loaded, pipeline up, training rollouts, export."""
+    """The main job: stack up, sandbox tasks loaded, pipeline up, the RL loop, export.
+
+    Each iteration: rollouts -> scores -> replay samples -> one LoRA run (LLaMA-Factory) ->
+    the new version hot-loaded into vLLM -> the next iteration on it."""
     from consumers.archiver import export_iteration
     from infra import pipeline, stack
     from producers.catalog import run_tasks_load
     from producers.controller.run import rollout
     from webgym_common.admin import create_topics
 
-    settings = settings_with(policy={"kind": policy})
+    train = train and policy == PolicyKind.VLLM
+    if demonstrations is None and train:
+        demonstrations = 0.5
+    settings = settings_with(policy={"kind": policy},
+                             rollout={"train": train, "demonstration_share": demonstrations},
+                             trainer={"max_staleness": max_staleness})
+    if train:
+        from infra import trainer_env
+        with console.status("preparing LLaMA-Factory's venv (cached; first time: minutes)"):
+            trainer_env.prepare(settings)
     with console.status("starting the embedded stack") as status:
         asyncio.run(stack.up(settings, on_step=status.update,
                              with_vllm=policy == PolicyKind.VLLM))

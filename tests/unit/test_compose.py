@@ -45,14 +45,18 @@ PIPELINE_COMMANDS = {
     "history": ["webgym", "worker", "history"],
     "metrics": ["webgym", "worker", "metrics"],
     "controller": ["webgym", "rollout", "--split", "train"],
+    "replay": ["webgym", "worker", "replay"],
+    "trainer": ["webgym", "worker", "trainer"],
+    "model-loader": ["webgym", "worker", "model-loader"],
 }
 
-# Services built from the project image: the pipeline plus the one-shot init.
-PROJECT_SERVICES = {*PIPELINE_COMMANDS, "topic-init"}
+# Services built from the project image: the pipeline plus the one-shot init (the trainer
+# is built from the same Dockerfile, target `trainer`, as an image of its own).
+PROJECT_SERVICES = {*PIPELINE_COMMANDS, "topic-init"} - {"trainer"}
 
 EXPECTED_SERVICES = {*INFRA_IMAGES, *PROJECT_SERVICES}
 
-USES_OBJECT_STORE = {"browser", "evaluator"}
+USES_OBJECT_STORE = {"browser", "evaluator", "replay", "trainer", "model-loader"}
 
 VALID_CONDITIONS = {
     "service_started",
@@ -496,6 +500,31 @@ def test_checkpoints_mount_at_the_same_path_as_in_vllm(
             assert mounts["checkpoints"] == vllm["checkpoints"], name
 
 
+def test_the_trainer_is_the_project_image_plus_llamafactory_on_a_gpu(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    svc = services["trainer"]
+    assert svc["build"] == {"context": ".", "target": "trainer"}
+    assert svc.get("profiles") == ["gpu"]
+    assert environment(svc).get("WEBGYM_TRAINER__USE_CPU") == "false"
+    devices = svc["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"]
+    stages = [args for kw, args in dockerfile_instructions() if kw == "FROM"]
+    assert stages[-1] == "pipeline AS trainer"
+    runs = [args for kw, args in dockerfile_instructions() if kw == "RUN"]
+    assert runs[-1] == "webgym infra prepare --with-trainer"
+
+
+def test_the_model_loader_fetches_adapters_where_vllm_reads_them(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    loader = services["model-loader"]
+    mount = _volume_mounts(loader)["checkpoints"]
+    assert mount == _volume_mounts(services["vllm"])["checkpoints"]
+    assert environment(loader)["WEBGYM_INFRA__DATA_DIR"] == mount
+    assert depends_on(loader)["vllm"] == {"condition": "service_healthy", "required": False}
+
+
 def test_named_volumes_declared(
     compose: dict[str, Any], services: dict[str, dict[str, Any]]
 ) -> None:
@@ -538,7 +567,7 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 def test_dockerfile_base_and_entrypoint() -> None:
     instructions = dockerfile_instructions()
-    assert instructions[0] == ("FROM", "python:3.11-slim-bookworm")
+    assert instructions[0] == ("FROM", "python:3.11-slim-bookworm AS pipeline")
     entrypoints = [args for kw, args in instructions if kw == "ENTRYPOINT"]
     assert entrypoints and entrypoints[-1].replace(" ", "") == '["webgym"]'
 
