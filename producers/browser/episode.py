@@ -137,7 +137,7 @@ class EpisodeRunner:
             await self._label_requests(session, is_replay(session.step, pending))
             error = effect = None
             try:
-                effect = await execute(session, action.action, self.cfg)
+                effect = await execute(session, action.action, self.cfg, self.pool.policy)
             except ActionFailed as err:
                 error = str(err)
             if session.crashed:

@@ -22,7 +22,7 @@ from producers.browser.session import EpisodeSession
 from webgym_common.actions import ActionKind, kind_of
 from webgym_common.config import BrowserSettings, InteractionMode
 from webgym_common.events import ParsedAction
-from webgym_common.urlpolicy import UrlRefused, check_url
+from webgym_common.urlpolicy import UrlPolicy, UrlRefused, check_url
 
 
 class ActionFailed(Exception):
@@ -36,6 +36,7 @@ class _Env:
     session: EpisodeSession
     page: Page
     cfg: BrowserSettings
+    url_policy: UrlPolicy | None = None  # the worker's (DNS + private allowlist)
 
     @property
     def timeout_ms(self) -> float:
@@ -138,7 +139,11 @@ async def _tab_and_enter(env: _Env, a: ParsedAction) -> str:
 async def _visit(env: _Env, a: ParsedAction) -> str:
     url = a.url or ""
     try:
+        # Refused here, the episode goes on with an error in its observation; refused only by
+        # the route, the navigation would land on chrome-error:// and crash the page.
         check_url(url, env.cfg.url_allowlist)
+        if env.url_policy is not None:
+            await env.url_policy.check(url)
     except UrlRefused as err:
         raise ActionFailed(f"refused to visit {a.url}: {err}") from None
     await env.page.goto(url, timeout=env.cfg.navigation_timeout_s * 1000, wait_until="commit")
@@ -166,14 +171,15 @@ HANDLERS: dict[ActionKind, Handler] = {
 }
 
 
-async def _act(session: EpisodeSession, page: Page, a: ParsedAction, cfg: BrowserSettings) -> str:
+async def _act(session: EpisodeSession, page: Page, a: ParsedAction, cfg: BrowserSettings,
+               url_policy: UrlPolicy | None = None) -> str:
     kind = kind_of(a.kind)
     if kind is ActionKind.INVALID:
         raise ActionFailed(f"invalid action: {a.error}")
     handler = HANDLERS.get(kind) if kind is not None else None
     if handler is None:
         raise ActionFailed(f"unknown action kind {a.kind}")
-    return await handler(_Env(session, page, cfg), a)
+    return await handler(_Env(session, page, cfg, url_policy), a)
 
 
 async def settle(
@@ -196,15 +202,15 @@ async def settle(
     return ""
 
 
-async def execute(session: EpisodeSession, action: ParsedAction, cfg: BrowserSettings) -> str:
+async def execute(session: EpisodeSession, action: ParsedAction, cfg: BrowserSettings,
+                  url_policy: UrlPolicy | None = None) -> str:
     """Run the action; return its effect in words. Raises ActionFailed or TimeoutError."""
     page = session.page
     assert page is not None
     navs_before = session.nav_requests
     try:
-        effect = await asyncio.wait_for(
-            _act(session, page, action, cfg), cfg.action_timeout_s + cfg.wait_action_s + 5
-        )
+        effect = await asyncio.wait_for(_act(session, page, action, cfg, url_policy),
+                                        cfg.action_timeout_s + cfg.wait_action_s + 5)
     except PlaywrightError as err:
         if session.crashed:
             raise

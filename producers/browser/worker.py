@@ -41,6 +41,7 @@ from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.objectstore import ObjectStore
 from webgym_common.offsets import OffsetHolds
 from webgym_common.topics import Group, Topic, group_id
+from webgym_common.urlpolicy import UrlPolicy
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ class BrowserWorker(ConsumerRebalanceListener):
         self.consumer.on_skip = self._skip
         self.completed = CompletedLog(settings, self.producer.codec, f"browser-{self.worker_id}")
         self.store = ObjectStore(settings.s3)
-        self.pool = BrowserPool(settings.browser, self._browser_lost)
+        self.pool = BrowserPool(settings.browser, self._browser_lost,
+                                UrlPolicy.from_settings(settings))
         self.runner = EpisodeRunner(settings, self.pool, self.producer, self.store, self.worker_id)
         self.slots = asyncio.Semaphore(settings.browser.contexts)
         self.holds = OffsetHolds()

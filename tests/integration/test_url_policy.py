@@ -121,10 +121,6 @@ async def test_a_refused_navigation_is_aborted_before_it_is_sent(
     assert await arrived(sandbox_url, run) == {}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "execute._visit checks only the static part (check_url) and lets the route abort a private "
-    "address; the aborted navigation shows chrome-error:// and the episode crashes. Fix: "
-    "_visit awaits the pool's UrlPolicy.check before goto (browser owner's files)"))
 async def test_a_worker_reports_a_refused_visit_and_goes_on(
     settings: Settings, producer: EventProducer, tmp_path
 ) -> None:
