@@ -355,8 +355,8 @@ class VllmSettings(BaseModel):
     # and reserves the other (half the speed, bench/vllm_cpu_fit.py); "nobind"; or "0-3".
     cpu_threads_bind: str = Field("all", pattern=r"^(all|auto|nobind|[0-9,\-|]+)$")
     # When set, the server requires it (`--api-key`) on every /v1 route, runtime LoRA
-    # loading included; then set the same key as policy.api_key (and evaluator.api_key for
-    # the LLM judge): WEBGYM_VLLM__API_KEY=k WEBGYM_POLICY__API_KEY=k.
+    # loading included, and the policy, the LLM judge and the model loader send it unless
+    # given a key of their own (policy.api_key, evaluator.api_key).
     api_key: str | None = None
 
 
@@ -475,6 +475,11 @@ class Settings(BaseSettings):
             ("policy", "base_url", f"http://{infra.host}:{vllm.port}/v1"),
         ):
             data[section] = _with_default(data.get(section), name, value)
+        # The local vLLM's key is the key its clients (policy, LLM judge, model loader) send,
+        # unless they were given one of their own.
+        if vllm.api_key:
+            for section in ("policy", "evaluator"):
+                data[section] = _with_key(data.get(section), vllm.api_key)
         # Unset: as many replicas as the embedded stack has brokers, up to 3.
         if isinstance(data.get("kafka"), dict) and "replication_factor" not in data["kafka"]:
             data["kafka"] = {**data["kafka"], "replication_factor": min(infra.brokers, 3)}
@@ -512,6 +517,18 @@ def _with_default(section: Any, name: str, value: str) -> Any:
         return {name: value}
     if isinstance(section, dict) and not section.get(name):
         return {**section, name: value}
+    return section
+
+
+def _with_key(section: Any, key: str) -> Any:
+    """`section` with `api_key` set to `key` where it is left at the no-key default."""
+    no_key = ("", "EMPTY", None)
+    if isinstance(section, BaseModel):
+        return section.model_copy(update={"api_key": key}) if section.api_key in no_key else section
+    if section is None:
+        return {"api_key": key}
+    if isinstance(section, dict) and section.get("api_key") in no_key:
+        return {**section, "api_key": key}
     return section
 
 

@@ -106,3 +106,15 @@ def test_data_dir_defaults_under_home(tmp_path: Path) -> None:
     assert load_settings(infra={"home": tmp_path}).infra.data_dir == tmp_path / "data"
     given = tmp_path / "elsewhere"
     assert load_settings(infra={"home": tmp_path, "data_dir": given}).infra.data_dir == given
+
+
+def test_the_local_vllm_key_is_what_its_clients_send_unless_they_have_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = load_settings(vllm={"api_key": "k1"})
+    assert (s.policy.api_key, s.evaluator.api_key) == ("k1", "k1")
+    s = load_settings(vllm={"api_key": "k1"}, policy={"api_key": "mine"})
+    assert (s.policy.api_key, s.evaluator.api_key) == ("mine", "k1")
+    assert load_settings().policy.api_key == "EMPTY"  # no key anywhere: none sent
+    monkeypatch.setenv("WEBGYM_VLLM__API_KEY", "from-env")
+    assert load_settings().policy.api_key == "from-env"
