@@ -524,7 +524,8 @@ def _with_key(section: Any, key: str) -> Any:
     """`section` with `api_key` set to `key` where it is left at the no-key default."""
     no_key = ("", "EMPTY", None)
     if isinstance(section, BaseModel):
-        return section.model_copy(update={"api_key": key}) if section.api_key in no_key else section
+        keyless = getattr(section, "api_key", None) in no_key
+        return section.model_copy(update={"api_key": key}) if keyless else section
     if section is None:
         return {"api_key": key}
     if isinstance(section, dict) and section.get("api_key") in no_key:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ from webgym_common.prompts import EpisodeContext, build_messages
 from webgym_common.replies import ParsedReply, parse_reply
 from webgym_common.teacher import resolve_reference_action
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Decision:
@@ -52,6 +55,10 @@ class Decision:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: float = 0.0
+    # The model server's: the version in use when the request was made (a switch may come
+    # while it is answered) and the model name it reports it served.
+    policy_version: str | None = None
+    served_model: str | None = None
 
 
 class Policy(Protocol):
@@ -100,12 +107,14 @@ class VllmPolicy:
         )
 
     def use_model(self, model: str, version: str) -> None:
-        """Follow a new ModelVersion: its served name and version tag."""
+        """From the next request on, ask for `model` (a name vLLM serves: the base model's or
+        an adapter's `<model>-v<N>`) and tag the actions `version` ("v<N>")."""
         self.model, self.version = model, version
 
     async def decide(self, ctx: EpisodeContext, obs: StepObserved) -> Decision:
         image = await self._image(obs) if self.cfg.vision or ctx.mode == "coordinates" else None
         messages = build_messages(ctx, obs.url, obs.marks, image, self.cfg.max_element_chars)
+        model, version = self.model, self.version  # a switch mid-request does not relabel it
         extra: dict[str, Any] = {}
         if self.cfg.structured_output:
             extra["structured_outputs"] = {"regex": reply_regex(ctx.mode, self.cfg.thinking)}
@@ -120,18 +129,22 @@ class VllmPolicy:
         ):
             with attempt:
                 resp = await self.client.chat.completions.create(
-                    model=self.model, messages=cast(list[ChatCompletionMessageParam], messages),
+                    model=model, messages=cast(list[ChatCompletionMessageParam], messages),
                     max_tokens=self.cfg.max_tokens,
                     temperature=self.cfg.temperature, extra_body=extra or None,
                 )
         latency = (time.perf_counter() - started) * 1000
         raw = resp.choices[0].message.content or ""
         usage = resp.usage
+        if resp.model != model:
+            log.error("%s step %d: asked for %s, the server answered as %s", ctx.episode_id,
+                      obs.step, model, resp.model)
+        log.info("%s step %d: served by %s (%s)", ctx.episode_id, obs.step, resp.model, version)
         return Decision(
             parse_reply(raw, ctx.mode), messages,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
-            latency_ms=latency,
+            latency_ms=latency, policy_version=version, served_model=resp.model,
         )
 
     async def _image(self, obs: StepObserved) -> str | None:

@@ -1,0 +1,201 @@
+"""The replay processor: scored episodes in, one ReplaySample per training-eligible step out.
+
+Delivery: at-least-once in, at-least-once out under deterministic ids. Consume
+EpisodeScored (webgym.episodes.scored) in the replay group, keep the steps WebGym would
+train on (processors.replay_decisions), fetch each one's stored prompt from the object
+store and publish a ReplaySample keyed by its sample_id (episode:step) to webgym.replay;
+the scored offset is committed, in order, only after every sample of the episode is
+published. A crash between the publish and the commit publishes the episode's samples
+again after the restart, under the same ids: readers deduplicate by sample_id (the
+contract). Within one run an episode already replayed (redelivered after a rebalance,
+or scored twice) is not published again.
+
+Nothing is skipped because a dependency is down: MinIO or Kafka failing is retried with
+backoff until it answers. What can never be handled goes to the DLQ with the reason and
+the fold goes on: bytes that do not decode (the bus does that) and a prompt blob that is
+missing or is not chat messages (one dead letter for the episode, naming the steps; its
+other steps are still published). A commit that fails or hangs is logged and the fold
+goes on: the offset goes with a later commit, or the episode comes again (same ids).
+
+No state of its own: each episode is decided alone, so workers share partitions freely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+import urllib3
+from aiokafka import TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
+from minio.error import S3Error
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
+
+from processors.replay_decisions import (
+    KeptStep,
+    PromptError,
+    chat_messages,
+    replay_sample,
+    training_steps,
+)
+from webgym_common.bus import EventConsumer, EventProducer, Received, dead_letter
+from webgym_common.config import ReplaySettings, Settings
+from webgym_common.events import EpisodeScored, ReplaySample
+from webgym_common.lifecycle import mark_ready, run_until_signalled
+from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
+from webgym_common.topics import Group, Topic, group_id
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RETRY_MAX_S = 10.0
+REMEMBERED = 100_000  # episodes replayed in this run: redeliveries of them are skipped
+MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject"}
+
+
+def transient(err: BaseException) -> bool:
+    """A dependency down or slow (try again), not a blob that is not there."""
+    if isinstance(err, S3Error):
+        return err.code not in MISSING
+    return isinstance(err, (KafkaError, ObjectStoreError, TimeoutError, OSError,
+                            urllib3.exceptions.HTTPError))
+
+
+async def persistently(what: str, call: Callable[[], Awaitable[T]]) -> T:
+    """`call` until it stops failing for a passing reason; other failures are raised."""
+    def warn(state: RetryCallState) -> None:
+        err = state.outcome.exception() if state.outcome else None
+        log.warning("replay: %s failed (%r); trying again in %.1f s", what, err,
+                    state.upcoming_sleep)
+
+    async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=0.2, max=RETRY_MAX_S),
+                                       retry=retry_if_exception(transient), before_sleep=warn,
+                                       reraise=True):
+        with attempt:
+            return await call()
+    raise AssertionError("unreachable: tenacity reraises")
+
+
+class BlobStore(Protocol):
+    async def get_blob(self, uri: str, verify: bool = True) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Source:
+    """The scored record an episode came from, for its dead letter."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+class Replayer:
+    def __init__(self, cfg: ReplaySettings, store: BlobStore, producer: EventProducer,
+                 group: str) -> None:
+        self.cfg, self.store, self.producer, self.group = cfg, store, producer, group
+
+    async def replay(self, received: Received, scored: EpisodeScored) -> int:
+        """Publish the episode's samples (and a dead letter for steps that cannot be)."""
+        kept = training_steps(scored, self.cfg)
+        made = await asyncio.gather(*(self.sample(scored, k) for k in kept))
+        samples = [s for s in made if isinstance(s, ReplaySample)]
+        await asyncio.gather(*(self.publish(s) for s in samples))
+        if problems := [p for p in made if isinstance(p, str)]:
+            await persistently(f"dead-lettering {scored.episode_id}",
+                               lambda: self.dead_letter(received, scored, "; ".join(problems)))
+        log.info("replay %s (reward %.2f): %d of %d steps kept, %d samples published",
+                 scored.episode_id, scored.reward, len(kept), len(scored.trajectory),
+                 len(samples))
+        return len(samples)
+
+    async def publish(self, sample: ReplaySample) -> None:
+        await persistently(f"publishing {sample.sample_id}", lambda: self.producer.publish(
+            Topic.REPLAY, sample.sample_id, sample))
+
+    async def sample(self, scored: EpisodeScored, kept: KeptStep) -> ReplaySample | str:
+        """The step's sample, or why it cannot be made (for the dead letter)."""
+        uri = kept.prompt_uri
+        try:
+            parse_uri(uri)
+            # Unverified: get_blob raises the same error for a hash mismatch as for MinIO
+            # being slow, and that must not stall the fold; decoding the JSON is the check.
+            blob = await persistently(f"fetching {uri}",
+                                      lambda: self.store.get_blob(uri, verify=False))
+            return replay_sample(scored, kept, chat_messages(blob, kept.screenshot_uri))
+        except S3Error as err:
+            return f"step {kept.step}: prompt {uri} is missing ({err.code})"
+        except (PromptError, ObjectStoreError) as err:
+            return f"step {kept.step}: prompt {uri} is unusable: {err}"
+
+    async def dead_letter(self, received: Received, scored: EpisodeScored, error: str) -> None:
+        key = received.key.encode() if received.key is not None else None
+        source = Source(received.topic, received.partition, received.offset, key,
+                        self.producer.codec.encode(scored))
+        letter = dead_letter(source, error, self.group)
+        await self.producer.publish(Topic.DLQ, letter.source_topic, letter)
+
+
+class Ready(ConsumerRebalanceListener):
+    """Marks the process ready once the group has given it its partitions."""
+
+    def __init__(self) -> None:
+        self.joined = False
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass  # each episode is published before its commit: nothing to hand over
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        log.info("replay worker owns %s", sorted(f"{tp.topic}[{tp.partition}]"
+                                                 for tp in assigned))
+        if not self.joined:
+            self.joined = True
+            mark_ready(f"replay owns {len(assigned)} partitions")
+
+
+async def replay_scored_episodes(settings: Settings) -> None:
+    group = group_id(settings.kafka, Group.REPLAY)
+    async with EventProducer(settings, client_id="replay") as producer:
+        consumer = EventConsumer(settings, [Topic.EPISODES_SCORED], group, producer,
+                                 client_id="replay", listener=Ready())
+        async with consumer:
+            replayer = Replayer(settings.replay, ObjectStore(settings.s3), producer, group)
+            await replay_events(consumer, replayer, settings.kafka.request_timeout_ms / 1000)
+
+
+async def replay_events(consumer: EventConsumer, replayer: Replayer,
+                        commit_timeout_s: float) -> None:
+    replayed: dict[str, None] = {}  # insertion-ordered: the oldest is forgotten first
+    async for received in consumer.events():
+        # consume: a record of a partition that moved away mid-batch is its new owner's
+        if received.tp not in consumer.consumer.assignment():
+            continue
+        scored = received.event
+        if isinstance(scored, EpisodeScored) and scored.episode_id not in replayed:
+            # decide and publish
+            await replayer.replay(received, scored)
+            replayed[scored.episode_id] = None
+            if len(replayed) > REMEMBERED:
+                del replayed[next(iter(replayed))]
+        elif isinstance(scored, EpisodeScored):
+            log.info("replay: episode %s replayed already in this run", scored.episode_id)
+        await commit_bounded(consumer, received, commit_timeout_s)
+
+
+async def commit_bounded(consumer: EventConsumer, received: Received, timeout_s: float) -> None:
+    """Commit, but never die or stall on it (a lost coordinator, a rebalance)."""
+    try:
+        await asyncio.wait_for(consumer.commit(received), timeout_s)
+    except (TimeoutError, KafkaError) as err:
+        log.warning("replay: commit of %s@%d failed (%r); going on", received.topic,
+                    received.offset, err)
+
+
+async def run_replay_worker(settings: Settings) -> None:
+    """Run until SIGTERM/SIGINT; leaving the group on the way out speeds up a rebalance."""
+    await run_until_signalled(replay_scored_episodes(settings))
