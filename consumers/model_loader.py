@@ -1,6 +1,6 @@
 """The model loader: each trained LoRA adapter hot-loaded into vLLM under a name of its own.
 
-Delivery: each version served at least once, never out of order, never before vLLM lists
+Delivery: each version served at least once, in order, never announced before vLLM lists
 it; no consumer group, nothing committed. The loader's state is its own compacted output:
 at start it reads webgym.models.served to its end (the version served per model), then
 webgym.models (compacted, one partition) from the beginning, and marks itself ready. It
@@ -13,36 +13,40 @@ adapter, before ModelServed was published, loads it again when restarted; vLLM a
 be announced twice, never one older than a version already announced.
 
 A version: adapter_config.json and adapter_model.safetensors from the checkpoint prefix
-in the object store into <data_dir>/adapters/<served name>/ (renamed into place whole, so
-vLLM never reads half a directory; the directory must be the same path for vLLM, in
-compose a shared volume), POST /v1/load_lora_adapter, GET /v1/models until it lists the
-name (trainer.load_timeout_s), and only then ModelServed (key model name) on
-webgym.models.served: the policy switches on that, never on the ModelVersion. Versions
-older than the previous two are unloaded then, to bound the server's memory.
+in the object store into <data_dir>/adapters/<served name>/<content digest>/ (renamed into
+place whole; vLLM must see the same path: in compose a shared volume), POST
+/v1/load_lora_adapter, GET /v1/models until it lists the name from that path
+(trainer.load_timeout_s), and only then ModelServed (key model name) on
+webgym.models.served: the policy switches on that, never on the ModelVersion. A name vLLM
+already serves from another path holds other weights (a server that outlived a reset of
+the topics): that version is refused, loudly. Versions older than the previous two are
+unloaded after a new one is served, to bound the server's memory.
 
 Failures: vLLM or MinIO down or slow (connection errors, timeouts, 408/429/502/503/504,
 a name not listed in time) are tried again with backoff for as long as it takes: a
 version is never skipped because the server was away. vLLM rejecting the adapter (any
 other 4xx, or 500: its engine could not load it) or a checkpoint missing its files: an
-error is logged, nothing is published and the loader goes on (a restarted loader tries
-that version again). Kafka failing the publish ends the process; restarted, it loads
-again ("already loaded") and publishes. Every 30 s the served names are checked, and
-loaded again if vLLM lost them (a restarted server forgets its runtime adapters).
+error is logged, nothing is published, the loader goes on (a restarted loader tries that
+version again). Kafka failing the publish ends the process; restarted, it loads again
+("already loaded") and publishes. Every 30 s the served names are checked, and loaded
+again if vLLM lost them (a restarted server forgets its runtime adapters).
 
 Full checkpoints (finetuning_type "full") cannot be hot-loaded into the CPU server: the
 loader logs an error and publishes nothing. On the GPU path a full checkpoint is served
 by restarting vLLM on it (`--model <checkpoint> --served-model-name <model>-v<N>`,
-compose's gpu profile), and the one who restarts it announces the ModelServed.
+compose's gpu profile), and whoever restarts it announces the ModelServed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import itertools
 import logging
 import os
 import shutil
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from enum import StrEnum
 from pathlib import Path
 
@@ -94,8 +98,10 @@ def newest(events: Iterable[Event]) -> list[ModelVersion]:
     """The newest ModelVersion of each model, in the order the models first appear."""
     out: dict[str, ModelVersion] = {}
     for e in events:
-        if isinstance(e, ModelVersion) and e.version > out.get(e.model_name, e).version - 1:
-            out[e.model_name] = e
+        if isinstance(e, ModelVersion):
+            known = out.get(e.model_name)
+            if known is None or e.version > known.version:
+                out[e.model_name] = e
     return list(out.values())
 
 
@@ -110,18 +116,36 @@ def load_outcome(status: int, body: str) -> Outcome:
     return Outcome.REJECTED  # 500 here is the engine failing to load the adapter
 
 
+def listed_outcome(outcome: Outcome, root: str | None, path: Path) -> tuple[Outcome, str]:
+    """A load's outcome once /v1/models says where the name is served from (None: not yet)."""
+    if root is None:
+        return Outcome.TRANSIENT, "not listed by /v1/models in time"
+    if root != str(path):
+        return Outcome.REJECTED, (f"vLLM serves other weights under this name (from {root}); "
+                                  "names are never reused: restart vLLM or rename the model")
+    return outcome, "listed"
+
+
 def to_unload(listed: Iterable[str], model_name: str, current: int,
               keep: int = KEEP_LOADED) -> list[str]:
-    """The model's served names older than the `keep` newest up to `current`."""
+    """The model's served names older than the `keep` newest up to `current`, oldest first."""
     prefix = f"{model_name}-v"
-    return sorted((n for n in listed if n.startswith(prefix) and n[len(prefix):].isdigit()
-                   and int(n[len(prefix):]) <= current - keep),
-                  key=lambda n: int(n[len(prefix):]))
+    versions = sorted(int(n[len(prefix):]) for n in listed
+                      if n.startswith(prefix) and n[len(prefix):].isdigit())
+    return [served_name(model_name, v) for v in versions if v <= current - keep]
 
 
 def adapter_uris(checkpoint_uri: str) -> dict[str, str]:
     """File name -> its s3:// URI under the checkpoint prefix."""
     return {f: f"{checkpoint_uri.rstrip('/')}/{f}" for f in ADAPTER_FILES}
+
+
+def content_digest(files: Mapping[str, bytes]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(f"{name}\0{len(files[name])}\0".encode())
+        digest.update(files[name])
+    return digest.hexdigest()[:16]
 
 
 def backoff_s(attempt: int) -> float:
@@ -136,23 +160,25 @@ class ModelServer:
         self.http = httpx.AsyncClient(base_url=base_url.rstrip("/") + "/", headers=headers,
                                       timeout=timeout_s)
 
-    async def listed(self) -> set[str]:
+    async def listed(self) -> dict[str, str]:
+        """Served name -> where it was loaded from (the base model's own directory for it)."""
         resp = await self.http.get("models", timeout=10)
         resp.raise_for_status()
-        return {m["id"] for m in resp.json()["data"]}
+        return {m["id"]: m.get("root") or "" for m in resp.json()["data"]}
 
     async def load(self, name: str, path: Path) -> tuple[Outcome, str]:
         resp = await self.http.post("load_lora_adapter",
                                     json={"lora_name": name, "lora_path": str(path)})
         return load_outcome(resp.status_code, resp.text), f"HTTP {resp.status_code} {resp.text}"
 
-    async def wait_listed(self, name: str, timeout_s: float) -> bool:
+    async def root_of(self, name: str, timeout_s: float) -> str | None:
+        """Where `name` is served from, once /v1/models lists it (None: not in time)."""
         deadline = time.monotonic() + timeout_s
-        while name not in await self.listed():
+        while (root := (await self.listed()).get(name)) is None:
             if time.monotonic() > deadline:
-                return False
+                return None
             await asyncio.sleep(0.2)
-        return True
+        return root
 
     async def unload(self, name: str) -> None:
         resp = await self.http.post("unload_lora_adapter", json={"lora_name": name})
@@ -160,35 +186,41 @@ class ModelServer:
             log.warning("unloading %s: HTTP %d %s", name, resp.status_code, resp.text)
 
 
-async def fetch_adapter(store: ObjectStore, checkpoint_uri: str, into: Path) -> Path:
-    """The adapter's files in `into` (a whole directory: a complete one is kept as it is)."""
+async def fetch_adapter(store: ObjectStore, checkpoint_uri: str, under: Path) -> Path:
+    """The adapter's files in `under`/<their digest>/, a directory renamed into place whole."""
+    files = {name: await store.get_blob(uri, verify=False)
+             for name, uri in adapter_uris(checkpoint_uri).items()}
+    into = under / content_digest(files)
     if into.is_dir():
         return into
-    part = into.with_name(f"{into.name}.part-{os.getpid()}")
+    part = under / f".part-{os.getpid()}"
     shutil.rmtree(part, ignore_errors=True)
     part.mkdir(parents=True)
-    for name, uri in adapter_uris(checkpoint_uri).items():
-        data = await store.get_blob(uri, verify=False)
+    for name, data in files.items():
         await asyncio.to_thread((part / name).write_bytes, data)
     os.replace(part, into)
     return into
 
 
 class Loader:
+    """Gets versions served by vLLM, trying again while it or the object store is away."""
+
     def __init__(self, settings: Settings, store: ObjectStore, server: ModelServer) -> None:
         self.store, self.server = store, server
         self.adapters = Path(settings.infra.data_dir) / "adapters"
         self.timeout_s = settings.trainer.load_timeout_s
 
     async def load(self, model_name: str, version: int, checkpoint_uri: str) -> float | None:
-        """Milliseconds until vLLM listed the version, or None if it was rejected."""
+        """Milliseconds until vLLM listed the version, or None if it was refused."""
         name, started = served_name(model_name, version), time.perf_counter()
-        for attempt in range(1 << 62):
+        for attempt in itertools.count():
             try:
                 outcome, why = await self._try(name, checkpoint_uri)
-            except S3Error as err:
-                outcome, why = Outcome.REJECTED, f"the checkpoint {checkpoint_uri}: {err}"
-            except TRANSIENT as err:
+            except S3Error as err:  # a missing file is not coming; MinIO failing may pass
+                missing = err.code in ("NoSuchKey", "NoSuchBucket", "NoSuchObject")
+                outcome = Outcome.REJECTED if missing else Outcome.TRANSIENT
+                why = f"the checkpoint {checkpoint_uri}: {err}"
+            except (*TRANSIENT, httpx.HTTPStatusError) as err:
                 outcome, why = Outcome.TRANSIENT, f"{type(err).__name__}: {err}"
             if outcome is Outcome.REJECTED:
                 log.error("%s NOT served: %s", name, why)
@@ -197,15 +229,14 @@ class Loader:
                 return (time.perf_counter() - started) * 1000
             log.warning("loading %s: %s; again in %.1fs", name, why, backoff_s(attempt))
             await asyncio.sleep(backoff_s(attempt))
-        return None
+        raise AssertionError("unreachable")
 
     async def _try(self, name: str, checkpoint_uri: str) -> tuple[Outcome, str]:
         path = await fetch_adapter(self.store, checkpoint_uri, self.adapters / name)
         outcome, why = await self.server.load(name, path)
-        if outcome in (Outcome.LOADED, Outcome.ALREADY) and not await self.server.wait_listed(
-                name, self.timeout_s):
-            return Outcome.TRANSIENT, f"not listed by /v1/models after {self.timeout_s:.0f}s"
-        return outcome, why
+        if outcome not in (Outcome.LOADED, Outcome.ALREADY):
+            return outcome, why
+        return listed_outcome(outcome, await self.server.root_of(name, self.timeout_s), path)
 
     async def unload_old(self, model_name: str, current: int) -> None:
         for name in to_unload(await self.server.listed(), model_name, current):
@@ -222,56 +253,65 @@ class Loader:
                 await self.load(s.model_name, s.version, s.checkpoint_uri)
 
 
+class Serving:
+    """What is served per model, and the step from a ModelVersion to its ModelServed."""
+
+    def __init__(self, loader: Loader, producer: EventProducer,
+                 served: dict[str, ModelServed]) -> None:
+        self.loader, self.producer, self.served = loader, producer, served
+
+    async def handle(self, mv: ModelVersion) -> None:
+        # decide
+        name = served_name(mv.model_name, mv.version)
+        what = plan(mv, {k: s.version for k, s in self.served.items()})
+        if what is Plan.FULL:
+            log.error("%s is a full checkpoint: vLLM on the CPU cannot hot-load it (the GPU "
+                      "path restarts vLLM on the new checkpoint); nothing served", name)
+            return
+        if what is Plan.OLD:
+            log.info("%s: %s, not loaded", name, what)
+            return
+        load_ms = await self.loader.load(mv.model_name, mv.version, mv.checkpoint_uri)
+        if load_ms is None:
+            return
+        # publish, only now that vLLM lists the name
+        event = ModelServed(model_name=mv.model_name, version=mv.version, served_name=name,
+                            checkpoint_uri=mv.checkpoint_uri, load_ms=load_ms)
+        await self.producer.publish(Topic.MODELS_SERVED, mv.model_name, event)
+        self.served[mv.model_name] = event
+        log.info("serving %s (%s), loaded in %.0f ms", name, mv.checkpoint_uri, load_ms)
+        await guarded(self.loader.unload_old(mv.model_name, mv.version), "unloading old")
+
+
 async def serve_models(settings: Settings) -> None:
     server = ModelServer(settings.policy.base_url, settings.policy.api_key,
                          settings.trainer.load_timeout_s)
     loader = Loader(settings, ObjectStore(settings.s3), server)
     async with EventProducer(settings, client_id="model-loader") as producer, server.http:
-        served = {k: e for k, e in (await read_compacted(
-            settings, Topic.MODELS_SERVED, producer)).items() if isinstance(e, ModelServed)}
+        table = await read_compacted(settings, Topic.MODELS_SERVED, producer)
+        serving = Serving(loader, producer,
+                          {k: e for k, e in table.items() if isinstance(e, ModelServed)})
         async with EventConsumer(settings, [Topic.MODELS], None, producer,
                                  client_id="model-loader") as models:
             backlog = newest(r.event for r in await read_to_end(models))
-            mark_ready(f"model loader: {len(served)} models served, {len(backlog)} known")
-
-            async def handle(mv: ModelVersion) -> None:
-                # decide
-                what = plan(mv, {k: s.version for k, s in served.items()})
-                name = served_name(mv.model_name, mv.version)
-                if what is Plan.FULL:
-                    log.error("%s is %s: vLLM on the CPU cannot hot-load it (the GPU path "
-                              "restarts vLLM on the new checkpoint); nothing served", name, what)
-                if what is not Plan.LOAD:
-                    log.info("%s: %s, not loaded", name, what)
-                    return
-                load_ms = await loader.load(mv.model_name, mv.version, mv.checkpoint_uri)
-                if load_ms is None:
-                    return
-                # publish, only once vLLM lists the name
-                event = ModelServed(model_name=mv.model_name, version=mv.version,
-                                    served_name=name, checkpoint_uri=mv.checkpoint_uri,
-                                    load_ms=load_ms)
-                await producer.publish(Topic.MODELS_SERVED, mv.model_name, event)
-                served[mv.model_name] = event
-                log.info("serving %s (%s) after %.0f ms", name, mv.checkpoint_uri, load_ms)
-                await guarded(loader.unload_old(mv.model_name, mv.version), "unloading")
-
+            mark_ready(f"model loader: {len(serving.served)} served, {len(backlog)} published")
             for mv in backlog:
-                await handle(mv)
+                await serving.handle(mv)
             checked = 0.0
             while True:
                 for received in await models.poll(timeout_ms=1000):
                     if isinstance(received.event, ModelVersion):
-                        await handle(received.event)
+                        await serving.handle(received.event)
                 if time.monotonic() - checked > CHECK_EVERY_S:
                     checked = time.monotonic()
-                    await guarded(loader.reload_lost(list(served.values())), "checking")
+                    await guarded(loader.reload_lost(list(serving.served.values())),
+                                  "checking")
 
 
-async def guarded(work: object, what: str) -> None:
-    """Housekeeping that may fail while vLLM is away: logged, tried again later."""
+async def guarded(work: Awaitable[None], what: str) -> None:
+    """Housekeeping that may fail while vLLM is away: logged, done again later."""
     try:
-        await work  # type: ignore[misc]
+        await work
     except (*TRANSIENT, httpx.HTTPStatusError) as err:
         log.warning("%s the served models: %s: %s", what, type(err).__name__, err)
 

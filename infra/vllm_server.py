@@ -109,7 +109,14 @@ def server_command(settings: Settings, venv: Path, model: Path) -> list[str]:
         # Eager mode starts in ~20 s and is as fast on CPU; compiled graphs are not reused.
         "--enforce-eager",
         "--enable-lora",
+        # The trainer's adapters must fit: vLLM refuses a rank above this (default 16).
+        "--max-lora-rank", str(max_lora_rank(settings.trainer.lora_rank)),
     ]
+
+
+def max_lora_rank(rank: int) -> int:
+    """The smallest rank vLLM accepts as --max-lora-rank that holds `rank`."""
+    return next(r for r in (8, 16, 32, 64, 128, 256, 320, 512) if r >= rank)
 
 
 def server_env(settings: Settings) -> dict[str, str]:

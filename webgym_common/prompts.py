@@ -53,6 +53,7 @@ class EpisodeContext:
     max_steps: int = 30
     reference_actions: list[dict[str, Any]] = field(default_factory=list)
     demonstration: bool = False  # teacher-forced from reference_actions (EpisodeRequested)
+    policy_version: str = ""  # the version the episode was requested on (at least that one)
     history: list[StepRecord] = field(default_factory=list)
     memory_json: str = "{}"
     last_decided: int = -1  # the last observation step an action was published for

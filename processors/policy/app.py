@@ -45,6 +45,7 @@ from processors.policy.decisions import (
     next_context,
     note_effect,
 )
+from processors.policy.models import ServedModels
 from processors.policy.policies import (
     TeacherForcingPolicy,
     VllmPolicy,
@@ -54,13 +55,11 @@ from processors.policy.policies import (
 )
 from processors.policy.retry import retried
 from processors.policy.waiting import RequestWatch, now_ms
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
     EpisodeCompleted,
     EpisodeRequested,
-    ModelVersion,
     StepObserved,
 )
 from webgym_common.faust_app import (
@@ -85,7 +84,9 @@ def build_app(settings: Settings) -> faust.App:
     app = make_faust_app(settings, Group.POLICY)
     store = ObjectStore(settings.s3)
     policy = make_policy(cfg, store)
-    teacher = TeacherForcingPolicy()  # demonstration episodes (EpisodeRequested.demonstration)
+    # Demonstration episodes (EpisodeRequested.demonstration) are teacher-forced.
+    teacher = TeacherForcingPolicy(max_element_chars=cfg.max_element_chars)
+    served = ServedModels(settings, policy) if isinstance(policy, VllmPolicy) else None
     specs = topic_specs(k)
     sources = [Topic.EPISODES, Topic.EPISODES_COMPLETED, Topic.OBSERVATIONS]
     episodes, completed, observations = (faust_topic(app, k, t) for t in sources)
@@ -170,6 +171,9 @@ def build_app(settings: Settings) -> faust.App:
 
         ctx = note_effect(entry.ctx, obs)
         chooser = teacher if ctx.demonstration else policy
+        if served is not None and not ctx.demonstration:
+            await served.ready.wait()  # on the newest served version, even right after a start
+            served.pin(ctx.policy_version)
         decision = await retried(lambda: chooser.decide(ctx, obs), what, useful,
                                  cfg.retry_max_backoff_s, lambda err: refused(err, ctx.mode))
         if decision is None:
@@ -182,7 +186,8 @@ def build_app(settings: Settings) -> faust.App:
             if ref is None:
                 return
             prompt_uri = ref.uri
-        chosen = action_event(ctx, obs, decision, prompt_uri, chooser.version)
+        chosen = action_event(ctx, obs, decision, prompt_uri,
+                              decision.policy_version or chooser.version)
         # publish, then remember
         if await retried(lambda: publish(chosen), what, useful, cfg.retry_max_backoff_s) is None:
             return
@@ -195,17 +200,9 @@ def build_app(settings: Settings) -> faust.App:
 
     @app.task
     async def follow_models() -> None:
-        """Use each new ModelVersion (webgym.models) from the next decision on."""
-        if not isinstance(policy, VllmPolicy):
-            return
-        async with EventProducer(settings, client_id="policy-models") as producer:
-            async with EventConsumer(settings, [Topic.MODELS], None, producer,
-                                     client_id="policy-models") as models:
-                async for received in models.events():
-                    if isinstance(received.event, ModelVersion):
-                        mv = received.event
-                        policy.use_model(mv.model_name, f"{mv.model_name}:v{mv.version}")
-                        log.info("policy now uses %s v%d", mv.model_name, mv.version)
+        """Switch to each newer trained version once vLLM serves it (processors/policy/models)."""
+        if served is not None:
+            await served.follow()
 
     return app
 

@@ -74,7 +74,7 @@ def context_from_request(req: EpisodeRequested) -> EpisodeContext:
         episode_id=req.episode_id, task_id=req.task.task_id, task_name=req.task.task_name,
         mode=req.interaction_mode, max_steps=req.max_steps,
         reference_actions=[r.to_avro() for r in req.task.reference_actions],
-        demonstration=req.demonstration,
+        demonstration=req.demonstration, policy_version=req.policy_version,
     )
 
 

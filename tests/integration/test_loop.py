@@ -51,7 +51,9 @@ def loop_settings(settings: Settings, vllm_base: Settings, max_staleness: int) -
             "task_timeout_minutes": 1.5, "grace_period_s": 20.0, "cancel_wait_s": 20.0,
             "score_wait_s": 60.0}),
         "replay": settings.replay.model_copy(update={"samples_per_run": 8}),
+        # Its own model name: the session's one vLLM must never see a served name twice.
         "trainer": settings.trainer.model_copy(update={
+            "model_name": f"webgym-policy-{settings.kafka.topic_prefix}",
             "max_staleness": max_staleness, "max_steps": 2, "batch_size": 1,
             "cutoff_len": 512, "run_timeout_s": 900.0, "replay_wait_s": 120.0}),
     })
@@ -98,7 +100,8 @@ async def test_the_loop_trains_and_serves_two_versions(
         assert all(n == 1 for n in runs.values()), runs  # one ModelVersion per run
         assert {v.version: v.parent_version for v in versions} == {1: 0, 2: 1}
         served = await wait_served(s, ITERATIONS, 10)
-        assert {m.served_name for m in served} >= {"webgym-policy-v1", "webgym-policy-v2"}
+        name = s.trainer.model_name
+        assert {m.served_name for m in served} >= {f"{name}-v1", f"{name}-v2"}
 
         samples = {e.sample_id: e for e in await read_all(s, Topic.REPLAY)
                    if isinstance(e, ReplaySample)}

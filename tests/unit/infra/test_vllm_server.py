@@ -27,3 +27,12 @@ def test_a_key_in_the_settings_is_required_by_the_server_and_not_on_its_command_
     argv = server_command(settings, tmp_path, tmp_path)
     assert "s3cret" not in " ".join(argv)  # /proc/<pid>/cmdline is readable by every user
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
+
+
+@pytest.mark.parametrize(("rank", "max_rank"), [(1, 8), (8, 8), (9, 16), (16, 16), (64, 64)])
+def test_the_server_holds_adapters_of_the_trainers_rank(
+    tmp_path: Path, rank: int, max_rank: int
+) -> None:
+    argv = server_command(load_settings(trainer={"lora_rank": rank}), tmp_path, tmp_path)
+    assert "--enable-lora" in argv
+    assert argv[argv.index("--max-lora-rank") + 1] == str(max_rank)

@@ -1,0 +1,70 @@
+"""Which trained version the policy asks vLLM for: the newest one vLLM serves.
+
+Delivery: follows webgym.models.served (compacted; no group, nothing committed) from the
+beginning on every start, so a restarted policy is back on the newest served version
+before it decides anything (`ready`). The model loader announces a version only once vLLM
+lists its name, so switching on the announcement never asks for a name vLLM lacks.
+An episode requested on version N (the controller names only served versions) is never
+decided on an older one, even when its request overtakes the announcement (`pin`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+from processors.policy.policies import VllmPolicy
+from webgym_common.bus import EventConsumer, EventProducer, read_to_end
+from webgym_common.config import Settings
+from webgym_common.events import Event, ModelServed
+from webgym_common.topics import Topic
+
+log = logging.getLogger("webgym.policy")
+
+
+def version_number(tag: str) -> int | None:
+    """"v3" -> 3, "base" -> 0; None for tags of no trained version ("demonstration")."""
+    if tag == "base":
+        return 0
+    m = re.fullmatch(r"v(\d+)", tag)
+    return int(m.group(1)) if m else None
+
+
+def served_name(model_name: str, version: int) -> str:
+    """The immutable name vLLM serves `version` of `model_name` under (the loader's)."""
+    return f"{model_name}-v{version}"
+
+
+class ServedModels:
+    def __init__(self, settings: Settings, policy: VllmPolicy) -> None:
+        self.settings, self.policy = settings, policy
+        self.model_name = settings.trainer.model_name
+        self.using = 0  # the base model
+        self.ready = asyncio.Event()
+
+    def switch(self, version: int, name: str) -> None:
+        if version > self.using:
+            self.using = version
+            self.policy.use_model(name, f"v{version}")
+            log.info("policy now uses %s (v%d)", name, version)
+
+    def seen(self, event: Event) -> None:
+        if isinstance(event, ModelServed) and event.model_name == self.model_name:
+            self.switch(event.version, event.served_name)
+
+    def pin(self, request_tag: str) -> None:
+        """At least the version the episode was requested on."""
+        wanted = version_number(request_tag)
+        if wanted:
+            self.switch(wanted, served_name(self.model_name, wanted))
+
+    async def follow(self) -> None:
+        async with EventProducer(self.settings, client_id="policy-models") as producer:
+            async with EventConsumer(self.settings, [Topic.MODELS_SERVED], None, producer,
+                                     client_id="policy-models") as models:
+                for received in await read_to_end(models):
+                    self.seen(received.event)
+                self.ready.set()
+                async for received in models.events():
+                    self.seen(received.event)
