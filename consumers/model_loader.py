@@ -60,6 +60,7 @@ from webgym_common.events import Event, ModelServed, ModelVersion
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
 from webgym_common.topics import Topic
+from webgym_common.versions import served_name
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ TRANSIENT = (httpx.TransportError, ObjectStoreError, urllib3.exceptions.HTTPErro
 
 class Plan(StrEnum):
     LOAD = "load"
+    BASE = "the base model's weights (a run with nothing to train on)"
     OLD = "not newer than the version served"
     FULL = "a full checkpoint"
 
@@ -83,14 +85,11 @@ class Outcome(StrEnum):
     REJECTED = "rejected"
 
 
-def served_name(model_name: str, version: int) -> str:
-    """The immutable name version `version` is served under (never reused)."""
-    return f"{model_name}-v{version}"
-
-
 def plan(mv: ModelVersion, served: Mapping[str, int]) -> Plan:
     if mv.version <= served.get(mv.model_name, 0):
         return Plan.OLD
+    if not mv.checkpoint_uri:
+        return Plan.BASE
     return Plan.LOAD if mv.finetuning_type == "lora" else Plan.FULL
 
 
@@ -247,7 +246,7 @@ class Loader:
     async def reload_lost(self, served: Iterable[ModelServed]) -> None:
         listed = await self.server.listed()
         for s in served:
-            if s.served_name not in listed:
+            if s.checkpoint_uri and s.served_name not in listed:  # the base is always there
                 log.warning("%s is not served any more (vLLM restarted?): loading it again",
                             s.served_name)
                 await self.load(s.model_name, s.version, s.checkpoint_uri)
@@ -257,8 +256,9 @@ class Serving:
     """What is served per model, and the step from a ModelVersion to its ModelServed."""
 
     def __init__(self, loader: Loader, producer: EventProducer,
-                 served: dict[str, ModelServed]) -> None:
+                 served: dict[str, ModelServed], base_name: str) -> None:
         self.loader, self.producer, self.served = loader, producer, served
+        self.base_name = base_name  # what vLLM serves the base model as
 
     async def handle(self, mv: ModelVersion) -> None:
         # decide
@@ -271,9 +271,13 @@ class Serving:
         if what is Plan.OLD:
             log.info("%s: %s, not loaded", name, what)
             return
-        load_ms = await self.loader.load(mv.model_name, mv.version, mv.checkpoint_uri)
-        if load_ms is None:
-            return
+        if what is Plan.BASE:  # nothing to load: the version is served as the base model
+            name, load_ms = self.base_name, 0.0
+        else:
+            loaded = await self.loader.load(mv.model_name, mv.version, mv.checkpoint_uri)
+            if loaded is None:
+                return
+            load_ms = loaded
         # publish, only now that vLLM lists the name
         event = ModelServed(model_name=mv.model_name, version=mv.version, served_name=name,
                             checkpoint_uri=mv.checkpoint_uri, load_ms=load_ms)
@@ -290,7 +294,8 @@ async def serve_models(settings: Settings) -> None:
     async with EventProducer(settings, client_id="model-loader") as producer, server.http:
         table = await read_compacted(settings, Topic.MODELS_SERVED, producer)
         serving = Serving(loader, producer,
-                          {k: e for k, e in table.items() if isinstance(e, ModelServed)})
+                          {k: e for k, e in table.items() if isinstance(e, ModelServed)},
+                          settings.policy.model)
         async with EventConsumer(settings, [Topic.MODELS], None, producer,
                                  client_id="model-loader") as models:
             backlog = newest(r.event for r in await read_to_end(models))

@@ -111,12 +111,16 @@ def worker_replay() -> None:
 def worker_trainer() -> None:
     """The trainer: replay samples -> LLaMA-Factory runs -> one ModelVersion per run."""
     from consumers.trainer.app import run_trainer
+    from infra import trainer_env, vllm_server
 
     settings = get_settings()
     t = settings.trainer
-    console.print(f"trainer: {t.mode} ({t.trigger}), max staleness {t.max_staleness}, "
-                  f"broker {settings.kafka.bootstrap_servers}")
-    asyncio.run(run_trainer(settings))
+    with console.status("LLaMA-Factory's venv (cached after the first time)"):
+        venv = trainer_env.prepare(settings)
+    base = t.base_model or str(vllm_server.ensure_model(settings))
+    console.print(f"trainer: {t.mode} ({t.trigger}) of {base}, max staleness "
+                  f"{t.max_staleness}, broker {settings.kafka.bootstrap_servers}")
+    asyncio.run(run_trainer(settings, venv=venv, base_model=base))
 
 
 @app.command("model-loader")

@@ -22,13 +22,13 @@ from consumers.model_loader import (
     load_outcome,
     newest,
     plan,
-    served_name,
     to_unload,
 )
 from webgym_common.config import load_settings
 from webgym_common.events import Event, ModelServed, ModelVersion
 from webgym_common.objectstore import ObjectStoreError
 from webgym_common.topics import Topic
+from webgym_common.versions import served_name
 
 
 def version(n: int, model: str = "webgym-policy", kind: str = "lora") -> ModelVersion:
@@ -200,7 +200,7 @@ async def test_serving_announces_a_new_version_only_after_loading_and_unloads_ol
     vllm = FakeVllm()
     load = loader(tmp_path, vllm, FakeStore(FILES))
     producer = FakeProducer()
-    serving = Serving(load, producer, {})  # type: ignore[arg-type]
+    serving = Serving(load, producer, {}, "base-model")  # type: ignore[arg-type]
     for n in (1, 2, 3, 4):
         await serving.handle(version(n))
     await serving.handle(version(2))  # older than served: nothing
@@ -217,6 +217,25 @@ async def test_serving_announces_a_new_version_only_after_loading_and_unloads_ol
     loads = [i for i, c in enumerate(vllm.calls) if c.endswith("load_lora_adapter")
              and "unload" not in c]
     assert all(vllm.calls[i + 1] == "GET /v1/models" for i in loads)
+
+
+async def test_a_version_with_nothing_trained_is_served_as_the_base_model(
+        tmp_path: Path) -> None:
+    """The trainer's run had no eligible sample on top of the base: no checkpoint at all."""
+    vllm = FakeVllm()
+    producer = FakeProducer()
+    serving = Serving(loader(tmp_path, vllm, FakeStore(FILES)), producer, {},  # type: ignore[arg-type]
+                      "base-model")
+    empty = version(1).model_copy(update={"checkpoint_uri": ""})
+    assert plan(empty, {}) is Plan.BASE
+    await serving.handle(empty)
+    await serving.handle(version(2))  # the next real adapter loads as usual
+    announced = [e for _, _, e in producer.published if isinstance(e, ModelServed)]
+    assert [(e.version, e.served_name, e.checkpoint_uri) for e in announced] == [
+        (1, "base-model", ""), (2, "webgym-policy-v2", version(2).checkpoint_uri)]
+    assert list(vllm.loaded) == ["webgym-policy-v2"]
+    await serving.loader.reload_lost(announced)  # the base is never "lost"
+    assert list(vllm.loaded) == ["webgym-policy-v2"]
 
 
 async def test_a_served_name_vllm_lost_is_loaded_again(tmp_path: Path) -> None:

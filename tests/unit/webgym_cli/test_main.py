@@ -15,7 +15,8 @@ GROUPS = {
     "infra": ["up", "prepare", "status", "down"],
     "topics": ["create", "list"],
     "pipeline": ["up", "down", "status"],
-    "worker": ["browser", "policy", "evaluator", "history", "metrics"],
+    "worker": ["browser", "policy", "evaluator", "history", "metrics", "replay", "trainer",
+               "model-loader"],
     "sandbox": ["up"],
     "tasks": ["load"],
 }

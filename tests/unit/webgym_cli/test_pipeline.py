@@ -13,7 +13,13 @@ from typer.testing import CliRunner
 
 from infra import pipeline
 from webgym_cli.main import app
-from webgym_common.config import PolicyKind, SamplingStrategy, Settings
+from webgym_common.config import (
+    PolicyKind,
+    SamplingStrategy,
+    Settings,
+    get_settings,
+    load_settings,
+)
 
 
 @pytest.fixture
@@ -44,9 +50,12 @@ def test_pipeline_up_passes_its_options_as_overrides(
 def test_pipeline_status_shows_each_process(runner: CliRunner, data_dir: Path) -> None:
     result = runner.invoke(app, ["pipeline", "status"])
     assert result.exit_code == 1  # nothing runs
-    for name in pipeline.available():
+    for name in pipeline.selected(get_settings()):
         line = next(ln for ln in result.output.splitlines() if f" {name} " in ln)
         assert "stopped" in line
+    # The trainer and the model loader run only when the loop trains.
+    assert not any(f" {name} " in result.output for name in pipeline.TRAINING)
+    assert set(pipeline.selected(load_settings(rollout={"train": True}))) >= pipeline.TRAINING
     # This test's own process stands in for a running, ready history worker.
     (data_dir / "run").mkdir()
     (data_dir / "run" / "pipeline-history.pid").write_text(str(os.getpid()))

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-import pytest
-
-from processors.policy.models import ServedModels, served_name, version_number
+from processors.policy.models import ServedModels
 from tests.factories import sample_event
 from webgym_common.config import load_settings
 from webgym_common.events import ModelServed
+from webgym_common.versions import served_name
 
 
 class RecordingPolicy:
@@ -25,13 +24,6 @@ def served(model: str, version: int) -> ModelServed:
     assert isinstance(event, ModelServed)
     return event.model_copy(update={"model_name": model, "version": version,
                                     "served_name": served_name(model, version)})
-
-
-@pytest.mark.parametrize(("tag", "number"), [
-    ("base", 0), ("v1", 1), ("v12", 12), ("demonstration", None), ("teacher-forcing", None),
-    ("m:v2", None), ("v", None)])
-def test_version_numbers_of_tags(tag: str, number: int | None) -> None:
-    assert version_number(tag) == number
 
 
 def test_switches_only_forward_and_only_for_its_model() -> None:

@@ -1,0 +1,1 @@
+"""The trainer: replay samples -> LLaMA-Factory runs -> one ModelVersion per run."""

@@ -1,0 +1,206 @@
+"""The trainer's decisions: its state folded from the log, and which run (if any) comes next.
+
+Pure. The state is three topics read from their beginnings: webgym.replay (samples by id,
+the first copy wins: the replay processor may publish a sample twice under its id),
+webgym.control (closed iterations) and webgym.models (the versions published so far: the
+last one is the parent of the next, and its `trained_on_iterations` / `metrics` say how far
+training got). Nothing else is remembered, so a restarted trainer decides the same way.
+
+Triggers (settings.trainer.trigger):
+- sync (WebGym): the oldest closed iteration past the newest iteration a version was trained
+  on. Version i+1 follows iteration i, so every closed iteration gets a version, whatever its
+  split: the controller runs iteration i on version i - k. A test iteration adds no training
+  samples: its version is its parent's weights (an empty run, below). The caller first waits
+  until the replay processor has read the scored episodes up to the close (`caught_up`).
+- async (AReaL / AsyncWebRL): at least `every_samples` samples fresh enough to train on
+  arrived after the last version's pool (its metrics' `pool_end_ms`; older versions: its
+  publication time). The pool stops at the `every_samples`-th of them, so a restart that
+  finds more samples in the log still draws from the same pool.
+
+A planned run draws, from the eligible samples in order (iteration, produced_at, sample id:
+a total order the log fixes, whichever partition is read first), WebGym's recency-biased
+draw (consumers.trainer.draw) seeded by the version number. Eligible: train split, in the
+window (the last N iterations up to the trigger's, the newest `capacity`), fresh enough for
+`max_staleness`, and a success unless the mode learns from failures (KTO/DPO) or the replay
+keeps failures for SFT too (`replay.success_only` off).
+
+An empty run (a sync close with no eligible sample: the small policy often succeeds nowhere
+early on, or a test iteration) is not skipped, or the synchronous loop would wait forever for
+its version: the version is published with its parent's checkpoint and metrics
+{"samples": 0}. An async trigger never plans an empty run (it counts eligible samples).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from aiokafka import TopicPartition
+
+from consumers.trainer.draw import draw, fresh_enough, window
+from consumers.trainer.llamafactory import run_id
+from webgym_common.bus import Received
+from webgym_common.config import Settings, TrainerSettings, TrainTrigger
+from webgym_common.events import IterationClosed, ModelVersion, ReplaySample
+
+POOL_END = "pool_end_ms"  # ModelVersion.metrics: the newest sample time of the run's pool
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A replay sample where the log has its first copy."""
+
+    sample: ReplaySample
+    partition: int
+    offset: int
+
+    @property
+    def iteration(self) -> int:
+        return self.sample.iteration
+
+    @property
+    def at_ms(self) -> int:
+        return int(self.sample.produced_at.timestamp() * 1000)
+
+    @property
+    def order(self) -> tuple[int, int, str]:
+        return self.sample.iteration, self.at_ms, self.sample.sample_id
+
+
+@dataclass
+class TrainerState:
+    model_name: str
+    samples: dict[str, Seen] = field(default_factory=dict)
+    closed: dict[int, IterationClosed] = field(default_factory=dict)
+    versions: dict[int, ModelVersion] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    version: int
+    parent_version: int
+    run_id: str
+    sample_ids: tuple[str, ...]  # in draw order
+    trained_on_iterations: tuple[int, ...]
+    pool: int  # eligible samples drawn from
+    pool_end_ms: int
+    trigger: str = field(default="", compare=False)  # why, for the log
+
+    @property
+    def empty(self) -> bool:
+        return not self.sample_ids
+
+
+def fold(state: TrainerState, received: Received) -> TrainerState:
+    """`state` (updated in place: it holds every sample) with one event of the three topics."""
+    e = received.event
+    if isinstance(e, ReplaySample):
+        state.samples.setdefault(e.sample_id, Seen(e, received.partition, received.offset))
+    elif isinstance(e, IterationClosed):
+        state.closed.setdefault(e.iteration, e)
+    elif isinstance(e, ModelVersion) and e.model_name == state.model_name:
+        state.versions.setdefault(e.version, e)
+    return state
+
+
+def last_version(state: TrainerState) -> int:
+    return max(state.versions, default=0)
+
+
+def trained_through(state: TrainerState) -> int:
+    """The newest iteration any version was trained on (-1: none yet)."""
+    return max((i for v in state.versions.values() for i in v.trained_on_iterations),
+               default=-1)
+
+
+def pending_iteration(state: TrainerState) -> int | None:
+    """Sync: the oldest closed iteration no version has followed yet."""
+    done = trained_through(state)
+    return min((i for i in state.closed if i > done), default=None)
+
+
+def already_published(state: TrainerState, run: str) -> bool:
+    return any(v.run_id == run for v in state.versions.values())
+
+
+def caught_up(committed: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]) -> bool:
+    """Has a group committed every partition up to the ends the log had (an empty one counts)?"""
+    return all(end <= 0 or committed.get(tp, 0) >= end for tp, end in ends.items())
+
+
+def pool_end(version: ModelVersion | None) -> int:
+    if version is None:
+        return -1
+    end = version.metrics.get(POOL_END)
+    return int(end) if end is not None else int(version.produced_at.timestamp() * 1000)
+
+
+def usable(sample: ReplaySample, settings: Settings, current_version: int) -> bool:
+    """Could this sample train the successor of `current_version` (window aside)?"""
+    learns_failures = settings.trainer.mode.needs_failures or not settings.replay.success_only
+    return (sample.split == "train" and (sample.success or learns_failures)
+            and fresh_enough(sample.policy_version, current_version,
+                             settings.trainer.max_staleness))
+
+
+def next_run(state: TrainerState, settings: Settings) -> PlannedRun | None:
+    """The run to do now, or None (see the module docstring)."""
+    parent = last_version(state)
+    ordered = sorted((s for s in state.samples.values() if usable(s.sample, settings, parent)),
+                     key=lambda s: s.order)
+    if settings.trainer.trigger is TrainTrigger.SYNC:
+        iteration = pending_iteration(state)
+        if iteration is None:
+            return None
+        closed = state.closed[iteration]
+        pool = [] if closed.split != "train" else [s for s in ordered
+                                                    if s.sample.iteration <= iteration]
+        trigger = f"iteration {iteration} ({closed.split}) closed"
+    else:
+        start = pool_end(state.versions.get(parent))
+        new = sorted((s for s in ordered if s.at_ms > start), key=lambda s: (s.at_ms, s.order))
+        if len(new) < settings.trainer.every_samples:
+            return None
+        end_ms = new[settings.trainer.every_samples - 1].at_ms
+        pool = [s for s in ordered if s.at_ms <= end_ms]
+        iteration = max(s.sample.iteration for s in pool)
+        trigger = f"{len(new)} new samples since v{parent}"
+    r = settings.replay
+    eligible = window(pool, iteration, r.window_iterations, r.capacity)
+    drawn = draw(eligible, r.samples_per_run, r.recency_power, seed=parent + 1)
+    ids = tuple(s.sample.sample_id for s in drawn)
+    iterations = {s.sample.iteration for s in drawn}
+    if settings.trainer.trigger is TrainTrigger.SYNC:
+        iterations.add(iteration)  # followed, even with nothing to train on
+    return PlannedRun(
+        version=parent + 1, parent_version=parent,
+        run_id=run_id(ids, parent, settings.trainer.mode), sample_ids=ids,
+        trained_on_iterations=tuple(sorted(iterations)), pool=len(eligible),
+        pool_end_ms=max((s.at_ms for s in pool), default=pool_end(state.versions.get(parent))),
+        trigger=trigger)
+
+
+def passthrough(parent: ModelVersion | None, run: PlannedRun, model_name: str, base_model: str,
+                mode: str, finetuning_type: str) -> ModelVersion:
+    """An empty run's version: the parent's weights under the next number (base: no
+    checkpoint, the model server's base model)."""
+    return ModelVersion(
+        model_name=model_name, version=run.version,
+        checkpoint_uri=parent.checkpoint_uri if parent is not None else "",
+        base_model=parent.base_model if parent is not None else base_model,
+        finetuning_type=parent.finetuning_type if parent is not None else finetuning_type,
+        trained_on_iterations=list(run.trained_on_iterations),
+        metrics={"samples": 0.0, POOL_END: float(run.pool_end_ms)},
+        run_id=run.run_id, parent_version=run.parent_version, sample_ids=[], mode=mode)
+
+
+def trained_version(run: PlannedRun, cfg: TrainerSettings, checkpoint_uri: str, base_model: str,
+                    rows: int, metrics: Mapping[str, float]) -> ModelVersion:
+    """The ModelVersion of a finished run whose files are under `checkpoint_uri`."""
+    return ModelVersion(
+        model_name=cfg.model_name, version=run.version, checkpoint_uri=checkpoint_uri,
+        base_model=base_model, finetuning_type=cfg.mode.finetuning_type,
+        trained_on_iterations=list(run.trained_on_iterations),
+        metrics={**metrics, "samples": float(rows), POOL_END: float(run.pool_end_ms)},
+        run_id=run.run_id, parent_version=run.parent_version, sample_ids=list(run.sample_ids),
+        mode=cfg.mode.value)

@@ -1,0 +1,31 @@
+"""Model versions: the tags actions carry and the names vLLM serves them under.
+
+Version 0 is the base model (tag "base"); the trainer's N-th run is version N (tag "vN"),
+served under the immutable name "<model>-vN" (a name is never reused: vLLM has served stale
+adapters under a reused one). Tags that name no version ("demonstration",
+"teacher-forcing") mark episodes no trained version produced.
+"""
+
+from __future__ import annotations
+
+import re
+
+BASE_VERSION = "base"
+_TAG = re.compile(r"v(\d+)")
+
+
+def version_tag(version: int) -> str:
+    return f"v{version}" if version else BASE_VERSION
+
+
+def version_number(tag: str) -> int | None:
+    """"base" -> 0, "vN" -> N; None for a tag that names no trained version."""
+    if tag == BASE_VERSION:
+        return 0
+    m = _TAG.fullmatch(tag)
+    return int(m.group(1)) if m else None
+
+
+def served_name(model_name: str, version: int) -> str:
+    """The immutable name version `version` of `model_name` is served under."""
+    return f"{model_name}-v{version}"
