@@ -376,6 +376,24 @@ async def read_to_end(consumer: EventConsumer, stall_timeout_s: float = 60.0) ->
     return [r async for batch in batches_to_end(consumer, stall_timeout_s) for r in batch]
 
 
+async def any_record(consumer: AIOKafkaConsumer, part: TopicPartition, start: int,
+                     end: int) -> bool:
+    """Whether a committed record lies in [start, end) of `part`: a transactional topic's
+    end offset counts its commit markers, which are never delivered, so "committed < end"
+    alone cannot tell a reader that has read everything. Assigns `part` to `consumer` (which
+    must have no group) for the check only."""
+    consumer.assign([part])
+    try:
+        consumer.seek(part, start)
+        while await consumer.position(part) < end:
+            batch = await consumer.getmany(part, timeout_ms=500, max_records=1)
+            if any(r.offset < end for r in batch.get(part, [])):
+                return True
+        return False
+    finally:
+        consumer.unsubscribe()  # no prefetching of a partition nobody reads
+
+
 async def read_compacted(
     settings: Settings, topic: Topic, producer: EventProducer, stall_timeout_s: float = 60.0
 ) -> dict[str, Event]:

@@ -55,7 +55,7 @@ from consumers.trainer.decisions import (
 from consumers.trainer.llamafactory import EmptyRunError, write_run
 from consumers.trainer.run import Progress, TrainError, TrainResult, train
 from webgym_common.admin import admin_client
-from webgym_common.bus import EventConsumer, EventProducer, batches_to_end
+from webgym_common.bus import EventConsumer, EventProducer, any_record, batches_to_end
 from webgym_common.config import Settings, TrainTrigger
 from webgym_common.events import ModelVersion, ReplaySample, TrainingProgress, TrainingState
 from webgym_common.lifecycle import mark_ready, run_until_signalled
@@ -195,17 +195,18 @@ class Reporter:
 
 async def wait_for_replay(settings: Settings, producer: EventProducer, iteration: int) -> bool:
     """Wait (at most trainer.replay_wait_s) until the replay group has committed
-    webgym.episodes.scored up to its current ends; False if it had not by then."""
-    async with EventConsumer(settings, [Topic.EPISODES_SCORED], None, producer,
-                             client_id="trainer-ends") as scored:
-        parts = sorted(scored.consumer.assignment())
-        ends: dict[TopicPartition, int] = await asyncio.wait_for(
-            scored.consumer.end_offsets(parts), settings.kafka.request_timeout_ms / 1000)
+    webgym.episodes.scored up to its current ends (or only transaction markers lie between
+    its commits and the ends); False if it had not by then."""
     group = group_id(settings.kafka, Group.REPLAY)
     admin = admin_client(settings)
     await admin.start()
     try:
-        async with asyncio.timeout(settings.trainer.replay_wait_s):
+        async with EventConsumer(settings, [Topic.EPISODES_SCORED], None, producer,
+                                 client_id="trainer-ends") as scored, \
+                asyncio.timeout(settings.trainer.replay_wait_s):
+            parts = sorted(scored.consumer.assignment())
+            ends: dict[TopicPartition, int] = await asyncio.wait_for(
+                scored.consumer.end_offsets(parts), settings.kafka.request_timeout_ms / 1000)
             while True:
                 committed: dict[TopicPartition, int] = {}
                 if not caught_up(committed, ends):  # nothing scored: no group to ask
@@ -214,7 +215,10 @@ async def wait_for_replay(settings: Settings, producer: EventProducer, iteration
                         committed = {tp: m.offset for tp, m in offsets.items()}
                     except KafkaError as err:  # no coordinator yet: the group never committed
                         log.debug("trainer: offsets of %s: %r", group, err)
-                if caught_up(committed, ends):
+                behind = [tp for tp, end in ends.items() if committed.get(tp, 0) < end]
+                left = [tp for tp in behind if await any_record(
+                    scored.consumer, tp, max(committed.get(tp, 0), 0), ends[tp])]
+                if not left:
                     log.info("trainer: iteration %d: replay has read every scored episode",
                              iteration)
                     return True

@@ -37,7 +37,7 @@ from aiokafka.errors import KafkaError
 from faust.types import TP
 
 from processors.evaluator.decisions import lagging
-from webgym_common.bus import make_consumer
+from webgym_common.bus import any_record, make_consumer
 from webgym_common.config import Settings
 
 log = logging.getLogger(__name__)
@@ -79,17 +79,7 @@ class EndOffsets:
         """Whether a committed record lies in [start, end) (markers and aborted ones don't)."""
         async with self.lock, asyncio.timeout(self.timeout_s):
             consumer = await self._started()
-            part = TopicPartition(tp.topic, tp.partition)
-            consumer.assign([part])
-            try:
-                consumer.seek(part, start)
-                while await consumer.position(part) < end:
-                    batch = await consumer.getmany(part, timeout_ms=500, max_records=1)
-                    if any(r.offset < end for r in batch.get(part, [])):
-                        return True
-                return False
-            finally:
-                consumer.unsubscribe()  # no prefetching of a partition nobody reads
+            return await any_record(consumer, TopicPartition(tp.topic, tp.partition), start, end)
 
     async def stop(self) -> None:
         if self.consumer is not None:

@@ -75,6 +75,7 @@ async def wait_served(settings: Settings, version: int, timeout_s: float) -> lis
             await asyncio.sleep(2)
 
 
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("max_staleness", [0, 1], ids=["sync", "async-k1"])
 async def test_the_loop_trains_and_serves_two_versions(
     settings: Settings, vllm_base: Settings, tmp_path: Path, max_staleness: int,
