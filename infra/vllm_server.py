@@ -111,7 +111,26 @@ def server_command(settings: Settings, venv: Path, model: Path) -> list[str]:
         "--enable-lora",
         # The trainer's adapters must fit: vLLM refuses a rank above this (default 16).
         "--max-lora-rank", str(max_lora_rank(settings.trainer.lora_rank)),
+        "--dtype", server_dtype(settings.vllm.dtype, cpu_flags()),
     ]
+
+
+def cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return next((set(line.split(":", 1)[1].split()) for line in text.splitlines()
+                 if line.startswith("flags")), set())
+
+
+def server_dtype(setting: str, flags: set[str]) -> str:
+    """"cpu": bfloat16 where the CPU computes it natively (AVX512-BF16, AMX), else float32:
+    on an AVX2-only CPU bf16 is emulated, and float32 served 2.4x the tokens/s at 8 in
+    flight (71 vs 30 tok/s, SmolLM2-135M, bench/vllm_cpu_fit.py)."""
+    if setting != "cpu":
+        return setting
+    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
 
 
 def max_lora_rank(rank: int) -> int:

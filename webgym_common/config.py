@@ -354,6 +354,9 @@ class VllmSettings(BaseModel):
     # process may use; "auto" = vLLM's own choice, which on a 2-core machine binds one core
     # and reserves the other (half the speed, bench/vllm_cpu_fit.py); "nobind"; or "0-3".
     cpu_threads_bind: str = Field("all", pattern=r"^(all|auto|nobind|[0-9,\-|]+)$")
+    # The weights' dtype: "cpu" = bfloat16 where the CPU has native bf16, else float32
+    # (infra/vllm_server.server_dtype); or any of vLLM's --dtype values.
+    dtype: str = Field("cpu", pattern=r"^(cpu|auto|float32|bfloat16|float16|half|float)$")
     # When set, the server requires it (`--api-key`) on every /v1 route, runtime LoRA
     # loading included, and the policy, the LLM judge and the model loader send it unless
     # given a key of their own (policy.api_key, evaluator.api_key).

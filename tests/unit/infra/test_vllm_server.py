@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.vllm_server import server_command, server_env
+from infra.vllm_server import server_command, server_dtype, server_env
 from webgym_common.config import load_settings
 
 
@@ -36,3 +36,12 @@ def test_the_server_holds_adapters_of_the_trainers_rank(
     argv = server_command(load_settings(trainer={"lora_rank": rank}), tmp_path, tmp_path)
     assert "--enable-lora" in argv
     assert argv[argv.index("--max-lora-rank") + 1] == str(max_rank)
+
+
+def test_the_server_computes_in_float32_unless_the_cpu_has_native_bf16(tmp_path: Path) -> None:
+    assert server_dtype("cpu", {"avx", "avx2", "fma"}) == "float32"
+    assert server_dtype("cpu", {"avx2", "avx512f", "avx512_bf16"}) == "bfloat16"
+    assert server_dtype("cpu", {"amx_bf16"}) == "bfloat16"
+    assert server_dtype("bfloat16", {"avx2"}) == "bfloat16"  # an explicit choice wins
+    argv = server_command(load_settings(vllm={"dtype": "float16"}), tmp_path, tmp_path)
+    assert argv[argv.index("--dtype") + 1] == "float16"
