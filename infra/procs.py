@@ -79,6 +79,19 @@ def free_port_block(count: int, host: str = "127.0.0.1", tries: int = 200) -> in
     raise InfraError(f"no {count} consecutive free ports on {host} in {bottom}..{top + count}")
 
 
+def run_step(cmd: list[str], what: str, timeout_s: float = 3600) -> str:
+    """Run one set-up step (a pip install, a build); its stdout, or an InfraError that names
+    the step and the last lines it printed."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        raise InfraError(f"{what} timed out after {timeout_s:.0f} s") from e
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+        raise InfraError(f"{what} failed: {tail}")
+    return proc.stdout
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

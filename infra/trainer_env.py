@@ -15,12 +15,11 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from infra import vllm_server
-from infra.procs import InfraError
+from infra.procs import run_step
 from webgym_common.config import Settings
 
 
@@ -75,17 +74,6 @@ def float32_view(model: Path) -> Path:
     return view
 
 
-def _run(cmd: list[str], what: str, timeout: float) -> str:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        raise InfraError(f"{what} timed out after {timeout:.0f} s") from e
-    if proc.returncode != 0:
-        tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
-        raise InfraError(f"{what} failed: {tail}")
-    return proc.stdout
-
-
 def prepare(settings: Settings) -> Path:
     """The venv with llamafactory-cli, installed on first use (network-bound: minutes)."""
     venv = venv_dir(settings)
@@ -94,9 +82,9 @@ def prepare(settings: Settings) -> Path:
     if venv.exists():  # a half-done install: its state is unknown
         shutil.rmtree(venv)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "-q"]
-    _run([sys.executable, "-m", "venv", str(venv)], "creating LLaMA-Factory's venv", 300)
-    _run([*pip, "install", "--upgrade", "pip"], "upgrading pip in LLaMA-Factory's venv", 600)
-    _run([*pip, "install", *pins(settings)], f"installing {' '.join(pins(settings))}", 3600)
-    _run([str(cli_path(venv)), "version"], "running llamafactory-cli version", 300)
+    run_step([sys.executable, "-m", "venv", str(venv)], "creating LLaMA-Factory's venv", 300)
+    run_step([*pip, "install", "--upgrade", "pip"], "upgrading pip in LLaMA-Factory's venv", 600)
+    run_step([*pip, "install", *pins(settings)], f"installing {' '.join(pins(settings))}", 3600)
+    run_step([str(cli_path(venv)), "version"], "running llamafactory-cli version", 300)
     (venv / ".complete").touch()
     return venv

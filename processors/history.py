@@ -23,15 +23,13 @@ What a history means (attempt levels, success) is in webgym_common.history.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
 from aiokafka import TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import KafkaError
 
-from webgym_common.bus import EventConsumer, EventProducer, Received
+from webgym_common.bus import EventConsumer, EventProducer, commit_bounded
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, TaskHistory, utc_now
 from webgym_common.history import attempt_level, is_judged, is_success, load_task_history
@@ -126,19 +124,6 @@ async def fold_events(consumer: EventConsumer, producer: EventProducer, ownershi
                 log.info("history: episode %s not counted (counted already, or the judge "
                          "failed)", scored.episode_id)
         await commit_bounded(consumer, received, commit_timeout_s)
-
-
-async def commit_bounded(consumer: EventConsumer, received: Received, timeout_s: float) -> bool:
-    """Commit, but never die or stall on it: a commit that hangs on a lost coordinator or
-    fails in a rebalance is logged, and the offset goes with a later commit (or the event
-    comes again and is skipped as counted)."""
-    try:
-        await asyncio.wait_for(consumer.commit(received), timeout_s)
-    except (TimeoutError, KafkaError) as err:
-        log.warning("history: commit of %s@%d failed (%r); going on", received.topic,
-                    received.offset, err)
-        return False
-    return True
 
 
 async def run_history_worker(settings: Settings) -> None:

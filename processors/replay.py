@@ -42,7 +42,7 @@ from processors.replay_decisions import (
     replay_sample,
     training_steps,
 )
-from webgym_common.bus import EventConsumer, EventProducer, Received, dead_letter
+from webgym_common.bus import EventConsumer, EventProducer, Received, commit_bounded, dead_letter
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, ReplaySample
 from webgym_common.lifecycle import mark_ready, run_until_signalled
@@ -185,15 +185,6 @@ async def replay_events(consumer: EventConsumer, replayer: Replayer,
         elif isinstance(scored, EpisodeScored):
             log.info("replay: episode %s replayed already in this run", scored.episode_id)
         await commit_bounded(consumer, received, commit_timeout_s)
-
-
-async def commit_bounded(consumer: EventConsumer, received: Received, timeout_s: float) -> None:
-    """Commit, but never die or stall on it (a lost coordinator, a rebalance)."""
-    try:
-        await asyncio.wait_for(consumer.commit(received), timeout_s)
-    except (TimeoutError, KafkaError) as err:
-        log.warning("replay: commit of %s@%d failed (%r); going on", received.topic,
-                    received.offset, err)
 
 
 async def run_replay_worker(settings: Settings) -> None:

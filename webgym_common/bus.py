@@ -22,6 +22,7 @@ from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from webgym_common.codec import Codec, DecodeError
@@ -374,6 +375,19 @@ async def batches_to_end(
 
 async def read_to_end(consumer: EventConsumer, stall_timeout_s: float = 60.0) -> list[Received]:
     return [r async for batch in batches_to_end(consumer, stall_timeout_s) for r in batch]
+
+
+async def commit_bounded(consumer: EventConsumer, received: Received, timeout_s: float) -> bool:
+    """Commit, but never die or stall on it: a commit that hangs on a lost coordinator or
+    fails in a rebalance is logged, and the offset goes with a later commit (or the event
+    comes again; consumers are idempotent). False when it did not commit."""
+    try:
+        await asyncio.wait_for(consumer.commit(received), timeout_s)
+    except (TimeoutError, KafkaError) as err:
+        log.warning("%s: commit of %s@%d failed (%r); going on", consumer.group_id,
+                    received.topic, received.offset, err)
+        return False
+    return True
 
 
 async def any_record(consumer: AIOKafkaConsumer, part: TopicPartition, start: int,

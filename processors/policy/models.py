@@ -12,28 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 
 from processors.policy.policies import VllmPolicy
 from webgym_common.bus import EventConsumer, EventProducer, read_to_end
 from webgym_common.config import Settings
 from webgym_common.events import Event, ModelServed
 from webgym_common.topics import Topic
+from webgym_common.versions import served_name, version_number
 
 log = logging.getLogger("webgym.policy")
-
-
-def version_number(tag: str) -> int | None:
-    """"v3" -> 3, "base" -> 0; None for tags of no trained version ("demonstration")."""
-    if tag == "base":
-        return 0
-    m = re.fullmatch(r"v(\d+)", tag)
-    return int(m.group(1)) if m else None
-
-
-def served_name(model_name: str, version: int) -> str:
-    """The immutable name vLLM serves `version` of `model_name` under (the loader's)."""
-    return f"{model_name}-v{version}"
 
 
 class ServedModels:

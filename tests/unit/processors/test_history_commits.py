@@ -27,6 +27,7 @@ class FakeConsumer:
                          for i, e in enumerate(events)]
         self.commits: list[int] = []
         self.consumer = self  # for `consumer.consumer.assignment()`
+        self.group_id = "history"
 
     def assignment(self) -> set[TopicPartition]:
         return {TP}
