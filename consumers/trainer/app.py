@@ -32,6 +32,7 @@ base_model)`): consumers never import infra.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -55,7 +56,13 @@ from consumers.trainer.decisions import (
 from consumers.trainer.llamafactory import EmptyRunError, write_run
 from consumers.trainer.run import Progress, TrainError, TrainResult, train
 from webgym_common.admin import admin_client
-from webgym_common.bus import EventConsumer, EventProducer, any_record, batches_to_end
+from webgym_common.bus import (
+    EventConsumer,
+    EventProducer,
+    any_record,
+    batches_to_end,
+    make_consumer,
+)
 from webgym_common.config import Settings, TrainTrigger
 from webgym_common.events import ModelVersion, ReplaySample, TrainingProgress, TrainingState
 from webgym_common.lifecycle import mark_ready, run_until_signalled
@@ -197,16 +204,19 @@ async def wait_for_replay(settings: Settings, producer: EventProducer, iteration
     """Wait (at most trainer.replay_wait_s) until the replay group has committed
     webgym.episodes.scored up to its current ends (or only transaction markers lie between
     its commits and the ends); False if it had not by then."""
+    timeout_s = settings.kafka.request_timeout_ms / 1000
+    async with EventConsumer(settings, [Topic.EPISODES_SCORED], None, producer,
+                             client_id="trainer-ends") as scored:
+        parts = sorted(scored.consumer.assignment())
+        ends: dict[TopicPartition, int] = await asyncio.wait_for(
+            scored.consumer.end_offsets(parts), timeout_s)
     group = group_id(settings.kafka, Group.REPLAY)
     admin = admin_client(settings)
+    probe = make_consumer(settings, [], None, client_id="trainer-probe")  # no group
     await admin.start()
+    await asyncio.wait_for(probe.start(), timeout_s)
     try:
-        async with EventConsumer(settings, [Topic.EPISODES_SCORED], None, producer,
-                                 client_id="trainer-ends") as scored, \
-                asyncio.timeout(settings.trainer.replay_wait_s):
-            parts = sorted(scored.consumer.assignment())
-            ends: dict[TopicPartition, int] = await asyncio.wait_for(
-                scored.consumer.end_offsets(parts), settings.kafka.request_timeout_ms / 1000)
+        async with asyncio.timeout(settings.trainer.replay_wait_s):
             while True:
                 committed: dict[TopicPartition, int] = {}
                 if not caught_up(committed, ends):  # nothing scored: no group to ask
@@ -216,9 +226,8 @@ async def wait_for_replay(settings: Settings, producer: EventProducer, iteration
                     except KafkaError as err:  # no coordinator yet: the group never committed
                         log.debug("trainer: offsets of %s: %r", group, err)
                 behind = [tp for tp, end in ends.items() if committed.get(tp, 0) < end]
-                left = [tp for tp in behind if await any_record(
-                    scored.consumer, tp, max(committed.get(tp, 0), 0), ends[tp])]
-                if not left:
+                if not [tp for tp in behind if await any_record(
+                        probe, tp, max(committed.get(tp, 0), 0), ends[tp])]:
                     log.info("trainer: iteration %d: replay has read every scored episode",
                              iteration)
                     return True
@@ -229,7 +238,11 @@ async def wait_for_replay(settings: Settings, producer: EventProducer, iteration
                     settings.trainer.replay_wait_s)
         return False
     finally:
-        await admin.close()
+        # Stopping a consumer that was assigned by hand can hang: bounded, like every call.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(probe.stop(), timeout_s)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(admin.close(), timeout_s)
 
 
 async def blocking(store: ObjectStore, fn: Callable[..., T], *args: Any) -> T:
