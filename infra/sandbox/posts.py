@@ -9,7 +9,7 @@ many. Counts live in the server's memory and are lost with it, like the sites' o
 A post that also carries `X-WebGym-Replay: 1` is a step the browser re-executes to rebuild a
 resumed episode's page after its previous owner was lost; it is counted apart, as a replay,
 so a report can say both "each form was posted once" and "N posts were re-sent on resume".
-So is a post whose idempotency key (episode + `X-WebGym-Step` + form) came before: the
+So is a post whose idempotency key (`X-WebGym-Step` + form, per episode) came before: the
 action a killed owner executed without publishing its result, executed again by the next
 owner (the site sees the same key twice and, honouring it, applies the effect once).
 

@@ -173,7 +173,8 @@ class EpisodeRunner:
         label = (session.step, replay)
         if label != session.labelled and session.context is not None:
             await asyncio.wait_for(session.context.set_extra_http_headers(
-                episode_headers(session.episode_id, replay, session.step)),
+                episode_headers(session.episode_id, replay,
+                                f"{session.request.event_id}:{session.step}")),
                 self.cfg.action_timeout_s)
             session.labelled = label
 

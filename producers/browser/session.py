@@ -18,19 +18,20 @@ from webgym_common.events import ActionChosen, EpisodeRequested, Mark
 
 # Sent with every request of an episode's context, so a site (the sandbox) can tell which
 # episode made it, and whether the step is a replay of one a previous owner already ran.
-# Episode + step is an idempotency key: the one action a killed owner may have executed
-# without publishing what followed is executed again by the next owner under the same key,
-# so a site that honours it applies the effect once.
+# X-WebGym-Step is an idempotency key, "<request event id>:<step>" (the request's event id,
+# not the episode id: ids are deterministic and another run may reuse one): the one action a
+# killed owner may have executed without publishing what followed is executed again by the
+# next owner under the same key, so a site that honours it applies the effect once.
 EPISODE_HEADER = "X-WebGym-Episode"
 REPLAY_HEADER = "X-WebGym-Replay"
 STEP_HEADER = "X-WebGym-Step"
 
 
 def episode_headers(episode_id: str, replay: bool = False,
-                    step: int | None = None) -> dict[str, str]:
+                    step_key: str | None = None) -> dict[str, str]:
     headers = {EPISODE_HEADER: episode_id}
-    if step is not None:
-        headers[STEP_HEADER] = str(step)
+    if step_key is not None:
+        headers[STEP_HEADER] = step_key
     if replay:
         headers[REPLAY_HEADER] = "1"
     return headers

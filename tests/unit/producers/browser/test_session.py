@@ -28,7 +28,8 @@ def test_headers_name_the_episode_and_mark_replays() -> None:
     assert episode_headers("ep-1") == {"X-WebGym-Episode": "ep-1"}
     assert episode_headers("ep-1", replay=True) == {
         "X-WebGym-Episode": "ep-1", "X-WebGym-Replay": "1"}
-    assert episode_headers("ep-1", step=4) == {"X-WebGym-Episode": "ep-1", "X-WebGym-Step": "4"}
+    assert episode_headers("ep-1", step_key="e9f1:4") == {
+        "X-WebGym-Episode": "ep-1", "X-WebGym-Step": "e9f1:4"}
 
 
 async def test_the_first_stop_wins_and_interrupts_what_the_episode_is_doing() -> None:
