@@ -33,6 +33,7 @@ import logging
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import faust
@@ -90,6 +91,10 @@ codecs.register(EVENT_SERIALIZER, EventCodec())
 def make_faust_app(settings: Settings, group: Group, **overrides: Any) -> faust.App:
     """The faust app `group_id(kafka, group)`, memory stores rebuilt from their changelogs."""
     k = settings.kafka
+    # faust's default ("<id>-data" in the working directory) litters wherever it starts, and
+    # it makes only the last level of the directory.
+    datadir = Path(settings.infra.data_dir) / "faust" / group_id(k, group)
+    datadir.parent.mkdir(parents=True, exist_ok=True)
     options: dict[str, Any] = {
         "broker": f"kafka://{k.bootstrap_servers}",
         "store": "memory://",
@@ -105,6 +110,7 @@ def make_faust_app(settings: Settings, group: Group, **overrides: Any) -> faust.
         "producer_compression_type": None if k.compression == "none" else k.compression,
         "key_serializer": "raw",
         "value_serializer": EVENT_SERIALIZER,
+        "datadir": str(datadir),
     }
     options.update(overrides)
     app = faust.App(group_id(k, group), **options)

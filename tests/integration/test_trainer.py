@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -25,13 +22,12 @@ from typing import Any
 
 import pytest
 
-import webgym_cli.worker
 from consumers.trainer.llamafactory import run_id
 from infra import trainer_env
 from infra.vllm_server import model_dir
 from tests.support.launch import PipelineProcess
 from webgym_common.bus import EventConsumer, EventProducer, read_to_end
-from webgym_common.config import Settings, TrainMode, settings_env
+from webgym_common.config import Settings, TrainMode
 from webgym_common.events import (
     ChatMessage,
     Event,
@@ -40,41 +36,12 @@ from webgym_common.events import (
     ReplaySample,
     TrainingProgress,
 )
-from webgym_common.lifecycle import READY_FILE_ENV
 from webgym_common.objectstore import ObjectStore, parse_uri
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 RUN_S = 900  # bound on one tiny run (model load + 3 steps on 2 shared cores)
-
-# Until `webgym worker trainer` resolves LLaMA-Factory's venv itself, the test starts the
-# same story with it (consumers.trainer.app.run_trainer) in a child of its own.
-CHILD = """
-import asyncio, logging, sys
-from pathlib import Path
-from consumers.trainer.app import run_trainer
-from webgym_common.config import load_settings
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-asyncio.run(run_trainer(load_settings(), venv=Path(sys.argv[1])))
-"""
-
-
-class TrainerProcess(PipelineProcess):
-    """`webgym worker trainer` if the CLI gives it the venv, else the same story via -c."""
-
-    def __init__(self, settings: Settings, venv: Path, log_path: Path) -> None:
-        if "trainer_env" in inspect.getsource(webgym_cli.worker.worker_trainer):
-            super().__init__(settings, ["worker", "trainer"], log_path)
-            return
-        self.log_path, self.ready_file = log_path, log_path.with_suffix(".ready")
-        self.ready_file.unlink(missing_ok=True)
-        env = {**os.environ, **settings_env(settings), READY_FILE_ENV: str(self.ready_file)}
-        self.log = log_path.open("wb")
-        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(venv)], env=env,
-                                     stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-
 
 @pytest.fixture
 def trainer_settings(settings: Settings) -> Settings:
@@ -93,11 +60,11 @@ def trainer_settings(settings: Settings) -> Settings:
 
 @pytest.fixture
 def start_trainer(trainer_settings: Settings, tmp_path: Path) -> Iterator[Callable[[], Any]]:
-    procs: list[TrainerProcess] = []
-    venv = trainer_env.venv_dir(trainer_settings)
+    procs: list[PipelineProcess] = []
 
-    def start() -> TrainerProcess:
-        p = TrainerProcess(trainer_settings, venv, tmp_path / f"trainer{len(procs)}.log")
+    def start() -> PipelineProcess:
+        log = tmp_path / f"trainer{len(procs)}.log"
+        p = PipelineProcess(trainer_settings, ["worker", "trainer"], log)
         procs.append(p)
         return p
 
@@ -172,8 +139,9 @@ async def test_one_version_per_run_through_sigkills(
     assert (v1.model_name, v1.version, v1.parent_version) == (s.trainer.model_name, 1, 0)
     assert v1.run_id == run_id(ids, 0, TrainMode.LORA_SFT)
     assert sorted(v1.sample_ids) == ids and v1.trained_on_iterations == [0]
+    # On the CPU the trainer fine-tunes a float32 view of the stored model (trainer_env).
     assert (v1.mode, v1.finetuning_type, v1.base_model) == ("lora_sft", "lora",
-                                                           s.trainer.base_model)
+                                                           trainer_env.base_model(s))
     assert v1.checkpoint_uri == f"s3://{s.s3.bucket}/models/{s.trainer.model_name}/v1"
     assert v1.metrics["samples"] == 6 and v1.metrics["steps"] == 3
     store = ObjectStore(s.s3)
