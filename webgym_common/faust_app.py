@@ -91,9 +91,10 @@ codecs.register(EVENT_SERIALIZER, EventCodec())
 def make_faust_app(settings: Settings, group: Group, **overrides: Any) -> faust.App:
     """The faust app `group_id(kafka, group)`, memory stores rebuilt from their changelogs."""
     k = settings.kafka
+    app_id = group_id(k, group)
     # faust's default ("<id>-data" in the working directory) litters wherever it starts, and
     # it makes only the last level of the directory.
-    datadir = Path(settings.infra.data_dir) / "faust" / group_id(k, group)
+    datadir = Path(settings.infra.data_dir) / "faust" / app_id
     datadir.parent.mkdir(parents=True, exist_ok=True)
     options: dict[str, Any] = {
         "broker": f"kafka://{k.bootstrap_servers}",
@@ -113,7 +114,7 @@ def make_faust_app(settings: Settings, group: Group, **overrides: Any) -> faust.
         "datadir": str(datadir),
     }
     options.update(overrides)
-    app = faust.App(group_id(k, group), **options)
+    app = faust.App(app_id, **options)
     mark_ready_when_recovered(app)
     return app
 
