@@ -83,6 +83,10 @@ class SourceRecord(Protocol):
     def value(self) -> bytes | None: ...
 
 
+# What a dead letter keeps of the poison: enough to see what it was, small enough to publish.
+DEAD_LETTER_RAW_BYTES = 256 * 1024
+
+
 def dead_letter(record: SourceRecord, error: str, group_id: str | None) -> DeadLetter:
     """The DLQ's record of a message nobody could handle; publish it keyed by its source topic.
 
@@ -91,12 +95,16 @@ def dead_letter(record: SourceRecord, error: str, group_id: str | None) -> DeadL
     log.warning(
         "dead-lettered %s[%d]@%d: %s", record.topic, record.partition, record.offset, error
     )
+    raw = record.value or b""
+    if len(raw) > DEAD_LETTER_RAW_BYTES:
+        error = f"{error} [raw value cut to its first {DEAD_LETTER_RAW_BYTES} of {len(raw)} bytes]"
+        raw = raw[:DEAD_LETTER_RAW_BYTES]
     return DeadLetter(
         source_topic=record.topic,
         source_partition=record.partition,
         source_offset=record.offset,
         source_key=record.key,
-        raw_value=record.value or b"",
+        raw_value=raw,
         error=error,
         consumer_group=group_id,
     )

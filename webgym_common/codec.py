@@ -23,6 +23,12 @@ SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 EXPORT_CODEC = "zstandard"
 
 
+# No producer of ours can publish more than KafkaSettings.max_request_size (4 MiB by default);
+# a bigger record is not one of our events, and passing it on (into a table's changelog, or
+# whole into the DLQ) fails the very produce call that should get rid of it.
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
 class DecodeError(ValueError):
     """Bytes that are not an event this codec knows."""
 
@@ -52,6 +58,8 @@ class Codec:
     def decode(self, data: bytes | None) -> Event:
         if data is None:
             raise DecodeError("empty message (tombstone or null value)")
+        if len(data) > MAX_EVENT_BYTES:
+            raise DecodeError(f"{len(data)} bytes: larger than any event ({MAX_EVENT_BYTES})")
         writer, offset = self.writer_schema(data)
         reader = self.schemas.current.get(writer.name)
         if reader is None:

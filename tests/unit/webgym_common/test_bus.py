@@ -10,7 +10,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from tests.factories import sample_event
 from webgym_common import bus
-from webgym_common.bus import EventConsumer, dead_letter
+from webgym_common.bus import DEAD_LETTER_RAW_BYTES, EventConsumer, dead_letter
 from webgym_common.codec import Codec
 from webgym_common.config import load_settings
 from webgym_common.offsets import OffsetHolds
@@ -34,6 +34,18 @@ def test_a_tombstone_is_dead_lettered_as_empty_bytes_and_a_group_is_optional() -
     letter = dead_letter(record, "empty message (tombstone or null value)", None)
     assert letter.raw_value == b"" and letter.source_key is None
     assert letter.consumer_group is None
+
+
+def test_a_huge_poison_is_dead_lettered_with_a_prefix_small_enough_to_publish() -> None:
+    huge = b"\xc3\x01" + b"x" * (10 * 1024 * 1024)
+    record = ConsumerRecord(topic="p.actions", partition=0, offset=5, timestamp=0,
+                            timestamp_type=0, key=b"ep-1", value=huge, checksum=None,
+                            serialized_key_size=4, serialized_value_size=len(huge), headers=())
+    letter = dead_letter(record, "too big", "p-evaluator")
+    assert letter.raw_value == huge[:DEAD_LETTER_RAW_BYTES]
+    cut = f"[raw value cut to its first {DEAD_LETTER_RAW_BYTES} of {len(huge)} bytes]"
+    assert letter.error == f"too big {cut}"
+    assert len(Codec().encode(letter)) < 2 * DEAD_LETTER_RAW_BYTES
 
 
 # -- in-order commits (item 7): a dead letter never commits ahead of the events before it --

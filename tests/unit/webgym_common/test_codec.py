@@ -12,6 +12,7 @@ import pytest
 
 from tests.factories import all_sample_events, sample_event
 from webgym_common.codec import (
+    MAX_EVENT_BYTES,
     SINGLE_OBJECT_MAGIC,
     Codec,
     DecodeError,
@@ -90,6 +91,13 @@ def test_confluent_framing_is_not_read() -> None:
     body = Codec().encode(event)[10:]
     with pytest.raises(DecodeError, match="not an Avro event"):
         Codec().decode(b"\x00" + struct.pack(">I", 1) + body)
+
+
+def test_a_record_larger_than_any_event_is_a_decode_error_before_parsing() -> None:
+    data = Codec().encode(sample_event("EpisodeScored"))
+    huge = data + b"\x00" * (MAX_EVENT_BYTES - len(data) + 1)
+    with pytest.raises(DecodeError, match="larger than any event"):
+        Codec().decode(huge)
 
 
 def test_a_tombstone_is_a_decode_error() -> None:
