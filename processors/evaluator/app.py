@@ -53,7 +53,13 @@ from webgym_common.bus import dead_letter
 from webgym_common.codec import Codec
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted, Event, utc_now
-from webgym_common.faust_app import decode_error, faust_table, faust_topic, make_faust_app
+from webgym_common.faust_app import (
+    FirstReads,
+    decode_error,
+    faust_table,
+    faust_topic,
+    make_faust_app,
+)
 from webgym_common.topics import Group, StateTable, Topic, topic_name
 
 log = logging.getLogger(__name__)
@@ -65,18 +71,18 @@ def build_app(settings: Settings) -> faust.App:
                          processing_guarantee=cfg.processing_guarantee)
     codec, judge = Codec(), make_judge(settings)
     version = judge.version if judge is not None else RULES_VERSION
-    outbox = Outbox(app, k.request_timeout_ms / 1000)
     sources = [Topic.EPISODES, Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISODES_COMPLETED]
     episodes, observations, actions, completed = (faust_topic(app, k, t) for t in sources)
     requests, observed, acted, scored = (faust_table(app, k, t) for t in (
         StateTable.REQUESTS, StateTable.OBSERVATIONS, StateTable.ACTIONS, StateTable.SCORED))
     scoring_now: set[str] = set()  # being scored by an actor of this process
     catchup = CatchUp(app, settings, [topic_name(k, t) for t in sources[:3]])
+    first_reads = FirstReads(app)
 
     @app.on_rebalance_complete.connect
     async def rewind(*args: Any, **kwargs: Any) -> None:
         catchup.forget()
-        await rewind_uncommitted(app, {topic_name(k, t) for t in sources})
+        first_reads.starting_at(await rewind_uncommitted(app, {topic_name(k, t) for t in sources}))
 
     @app.on_before_shutdown.connect
     async def stop(*args: Any, **kwargs: Any) -> None:
@@ -91,10 +97,13 @@ def build_app(settings: Settings) -> faust.App:
         emit(effects, Topic.DLQ, letter.source_topic, letter)
         return effects
 
+    outbox = Outbox(app, k.request_timeout_ms / 1000, k.max_request_size, rejected)
+
     async def remember(stream: faust.StreamT, table: faust.Table,
                        collect: Callable[[Any], Entry | None]) -> None:
         """Fold a state topic into a table: `collect(event)` says what to put there."""
         async for event in stream.events():
+            await first_reads.check(event)
             ticket, effects = outbox.arrived(event), Effects()
             if (error := decode_error(event)) is not None:
                 effects = rejected(event, error)
@@ -119,6 +128,7 @@ def build_app(settings: Settings) -> faust.App:
     @app.agent(completed, concurrency=cfg.max_inflight)
     async def score(stream: faust.StreamT) -> None:
         async for event in stream.events():
+            await first_reads.check(event)
             ticket, done = outbox.arrived(event), event.value
             if (error := decode_error(event) or completion_error(done)) is not None:
                 await outbox.commit(ticket, rejected(event, error))

@@ -19,6 +19,9 @@ makes them one step with the event's ack:
   line): webgym_common.faust_app.InOrderAcks, the project's in-order acks, since
   faust alone could commit past an event still in flight.
 - In `at_least_once` mode the records are sent and acknowledged before the ack.
+- Effects the producer would refuse (a record over its size limit: a huge field folded
+  into a table) are replaced by the event's dead letter before anything is applied or
+  acked, so one oversized event cannot crash the agent again after every restart.
 
 `rewind_uncommitted` (webgym_common.faust_app) closes a restart hole for every
 faust app; it is re-exported here for the evaluator.
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -65,10 +68,23 @@ class Effects:
         self.records.append(Record(topic, key.encode() if key is not None else None, value))
 
 
+def oversize(records: Iterable[Record], limit: int) -> str | None:
+    """Why the producer would refuse one of these records (None: it would take them all)."""
+    for r in records:
+        size = len(r.key or b"") + len(r.value or b"")
+        if size > limit:
+            return f"its effects hold a {size}-byte record for {r.topic} (limit {limit})"
+    return None
+
+
 class Outbox:
-    def __init__(self, app: faust.App, timeout_s: float) -> None:
+    def __init__(self, app: faust.App, timeout_s: float, max_record_bytes: int,
+                 refuse: Callable[[faust.EventT, str], Effects]) -> None:
+        """`refuse(event, why)`: the effects instead of ones the producer cannot take."""
         self.app = app
         self.timeout_s = timeout_s
+        self.max_record_bytes = max_record_bytes
+        self.refuse = refuse
         self.acks = InOrderAcks()
 
     def arrived(self, event: faust.EventT) -> Ticket:
@@ -81,6 +97,10 @@ class Outbox:
         try:
             await self.acks.turn(ticket)
             records = [*self._changelog(event, effects.writes), *effects.records]
+            if (why := oversize(records, self.max_record_bytes)) is not None:
+                log.warning("refusing %s:%s: %s", event.message.topic, event.message.offset, why)
+                effects = self.refuse(event, why)
+                records = [*self._changelog(event, effects.writes), *effects.records]
             tid = self._transactional_id(event)
             if tid is None:
                 sent: list[Awaitable[Any]] = [

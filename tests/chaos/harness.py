@@ -386,8 +386,8 @@ def raw_consumer(settings: Settings, client_id: str) -> AIOKafkaConsumer:
         group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
         # What every consumer of the pipeline sees: an aborted transaction's records
         # (a killed processor's half-done work) are not outcomes.
-        isolation_level="read_committed", request_timeout_ms=15_000, fetch_max_bytes=64 * 1024 * 1024,
-        max_partition_fetch_bytes=16 * 1024 * 1024)
+        isolation_level="read_committed", request_timeout_ms=15_000,
+        fetch_max_bytes=64 * 1024 * 1024, max_partition_fetch_bytes=16 * 1024 * 1024)
 
 
 async def wait_partitions(consumer: AIOKafkaConsumer, name: str,

@@ -18,7 +18,7 @@ from webgym_common.codec import SINGLE_OBJECT_MAGIC, Codec
 from webgym_common.config import Settings
 from webgym_common.events import DeadLetter, StepObserved
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
-from webgym_common.topics import Topic, all_topic_specs, topic_specs
+from webgym_common.topics import Topic, all_topic_specs, topic_name, topic_specs
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -183,3 +183,35 @@ async def test_a_consumer_killed_after_a_dead_letter_reads_the_good_events_befor
     # whose commit waited for them (dead-lettered again: at least once).
     assert reread == [*before, after]
     assert again.dead_lettered == 1
+
+
+async def test_an_aborted_transactions_records_are_no_ones_outcomes(
+    settings: Settings, producer: EventProducer
+) -> None:
+    """What a killed exactly-once processor had half done is invisible to every reader:
+    the pipeline's consumers and the chaos suite's counter (which once counted it)."""
+    from aiokafka import AIOKafkaProducer
+
+    from tests.chaos.harness import read_topic
+
+    name = topic_name(settings.kafka, Topic.EPISODES_SCORED)
+    codec = Codec()
+    aborted, kept = (sample_event("EpisodeScored").model_copy(update={"event_id": uuid.uuid4().hex})
+                     for _ in range(2))
+    txn = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers,
+                           transactional_id=f"test-abort-{uuid.uuid4().hex[:8]}")
+    await txn.start()
+    try:
+        async with txn.transaction():
+            await txn.send_and_wait(name, codec.encode(kept), key=b"kept")
+        await txn.begin_transaction()
+        await txn.send_and_wait(name, codec.encode(aborted), key=b"aborted")
+        await txn.abort_transaction()
+    finally:
+        await txn.stop()
+    counted = [codec.decode(r.value).event_id for r in await read_topic(
+        settings, Topic.EPISODES_SCORED) if r.value is not None]
+    assert kept.event_id in counted and aborted.event_id not in counted
+    read = [r.event.event_id for r in await read_events(
+        settings, Topic.EPISODES_SCORED, 1, producer, timeout_s=30)]
+    assert aborted.event_id not in read

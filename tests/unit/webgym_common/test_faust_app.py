@@ -19,12 +19,14 @@ from webgym_common.events import ActionChosen, Event, StepObserved
 from webgym_common.faust_app import (
     EMPTY_VALUE,
     EVENT_SERIALIZER,
+    FirstReads,
     InOrderAcks,
     Undecodable,
     decode_error,
     faust_table,
     faust_topic,
     make_faust_app,
+    skipped_start,
     typed_events,
 )
 from webgym_common.lifecycle import READY_FILE_ENV
@@ -209,3 +211,33 @@ def test_forgotten_partitions_are_never_acked() -> None:
     acks.forget([("t.observations", 0)])
     acks.done(ticket)  # its partition moved away: the next owner reads it again
     assert acked == []
+
+
+def test_a_first_event_past_the_committed_offset_skipped_the_start() -> None:
+    assert skipped_start(7, committed=6)
+    assert not skipped_start(6, committed=6)
+    assert not skipped_start(7, committed=None)  # nothing committed: nothing to compare
+
+
+async def test_first_reads_seek_a_partition_back_until_its_start_arrives() -> None:
+    seeks: list[tuple[Any, int]] = []
+
+    class Consumer:
+        async def seek(self, tp: Any, offset: int) -> None:
+            seeks.append((tp, offset))
+
+    class App:
+        consumer = Consumer()
+
+    def event(partition: int, offset: int) -> Any:
+        return AckedEvent(AckedMessage("t.obs", partition, offset, []))
+
+    reads = FirstReads(App(), tries=2)  # type: ignore[arg-type]
+    reads.starting_at({("t.obs", 0): 6, ("t.obs", 1): 3})
+    await reads.check(event(0, 7))  # 6 never came: read again from 6
+    await reads.check(event(1, 3))  # the start itself: nothing to do
+    assert seeks == [(("t.obs", 0), 6)]
+    await reads.check(event(0, 8))  # still past: once more (tries=2)
+    await reads.check(event(0, 9))  # no tries left: markers, or give up
+    await reads.check(event(1, 9))  # partition 1 already started
+    assert seeks == [(("t.obs", 0), 6)] * 2
