@@ -8,7 +8,9 @@ already in a task's `recent_episode_ids` is not counted again, so redelivery aft
 a crash (published, not yet committed) and replays are no-ops. A commit that fails or
 times out (a lost coordinator, a rebalance) is logged and the fold goes on: the
 offset is committed with a later event, or the event comes again and is skipped. A
-score the judge could not give (webgym_common.history.is_judged) is no attempt.
+score the judge could not give (webgym_common.history.is_judged) is no attempt. A
+score no evaluator could have given (a task that is not in the catalog on webgym.tasks,
+read again when a score names a task it lacks; negative steps) is dead-lettered.
 
 State survives restarts without a store of its own: before folding anything on
 partitions it has just been given, a worker reads webgym.task-history to its end,
@@ -24,12 +26,14 @@ What a history means (attempt levels, success) is in webgym_common.history.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+import math
+import time
+from collections.abc import Awaitable, Callable, Container
 
 from aiokafka import TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
-from webgym_common.bus import EventConsumer, EventProducer, commit_bounded
+from webgym_common.bus import EventConsumer, EventProducer, commit_bounded, read_compacted
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, TaskHistory, utc_now
 from webgym_common.history import attempt_level, is_judged, is_success, load_task_history
@@ -42,6 +46,18 @@ LAST_REWARDS = 10
 # Larger than any plausible redelivery window of one task's episodes; an episode
 # replayed after this many newer episodes of the same task would count again.
 RECENT_EPISODES = 200
+# How often the catalog may be read again for scores of tasks it lacks (bad input at volume
+# must not turn into a catalog read per event).
+CATALOG_REFRESH_S = 5.0
+
+
+def refusal(scored: EpisodeScored, catalog: Container[str]) -> str | None:
+    """Why this score must not count at all (it is dead-lettered); None if it may."""
+    if scored.steps < 0:
+        return f"episode {scored.episode_id}: {scored.steps} steps"
+    if scored.task_id not in catalog:
+        return f"task {scored.task_id!r} is not in the catalog ({Topic.TASKS.value})"
+    return None
 
 
 def fold(history: TaskHistory | None, scored: EpisodeScored) -> TaskHistory | None:
@@ -63,6 +79,22 @@ def fold(history: TaskHistory | None, scored: EpisodeScored) -> TaskHistory | No
         recent_episode_ids=[*history.recent_episode_ids, scored.episode_id][-RECENT_EPISODES:],
         updated_at=utc_now(),
     )
+
+
+class Catalog:
+    """The task ids on webgym.tasks; read again (at most every CATALOG_REFRESH_S) when a
+    score names a task it lacks, since tasks may be loaded after the fold started."""
+
+    def __init__(self, load: Callable[[], Awaitable[set[str]]]) -> None:
+        self.load = load
+        self.task_ids: set[str] = set()
+        self.read_at = -math.inf
+
+    async def holding(self, task_id: str) -> set[str]:
+        if task_id not in self.task_ids and time.monotonic() - self.read_at >= CATALOG_REFRESH_S:
+            self.task_ids = await self.load()
+            self.read_at = time.monotonic()
+        return self.task_ids
 
 
 class Ownership(ConsumerRebalanceListener):
@@ -93,12 +125,17 @@ async def fold_scored_episodes(settings: Settings) -> None:
         async with consumer:
             await fold_events(consumer, producer, ownership,
                               lambda: load_task_history(settings, producer),
+                              Catalog(lambda: task_ids(settings, producer)),
                               settings.kafka.request_timeout_ms / 1000)
+
+
+async def task_ids(settings: Settings, producer: EventProducer) -> set[str]:
+    return set(await read_compacted(settings, Topic.TASKS, producer))
 
 
 async def fold_events(consumer: EventConsumer, producer: EventProducer, ownership: Ownership,
                       rebuild: Callable[[], Awaitable[dict[str, TaskHistory]]],
-                      commit_timeout_s: float) -> None:
+                      catalog: Catalog, commit_timeout_s: float) -> None:
     state: dict[str, TaskHistory] = {}
     async for received in consumer.events():
         # consume: a record of a partition that moved away mid-batch is its new owner's
@@ -110,7 +147,10 @@ async def fold_events(consumer: EventConsumer, producer: EventProducer, ownershi
             log.info("task history: %d tasks rebuilt from %s", len(state),
                      producer.topic(Topic.TASK_HISTORY))
         scored = received.event
-        if isinstance(scored, EpisodeScored):
+        if isinstance(scored, EpisodeScored) and (why := refusal(
+                scored, await catalog.holding(scored.task_id))) is not None:
+            await consumer.refuse(received, why)
+        elif isinstance(scored, EpisodeScored):
             # decide
             updated = fold(state.get(scored.task_id), scored)
             # publish, then remember; a crash in between is undone by the rebuild

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import urllib3
@@ -42,7 +41,14 @@ from processors.replay_decisions import (
     replay_sample,
     training_steps,
 )
-from webgym_common.bus import EventConsumer, EventProducer, Received, commit_bounded, dead_letter
+from webgym_common.bus import (
+    EventConsumer,
+    EventProducer,
+    RawRecord,
+    Received,
+    commit_bounded,
+    dead_letter,
+)
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, ReplaySample
 from webgym_common.lifecycle import mark_ready, run_until_signalled
@@ -82,17 +88,6 @@ async def persistently(what: str, call: Callable[[], Awaitable[T]]) -> T:
 
 class BlobStore(Protocol):
     async def get_blob(self, uri: str, verify: bool = True) -> bytes: ...
-
-
-@dataclass(frozen=True)
-class Source:
-    """The scored record an episode came from, for its dead letter."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
 
 
 class Replayer:
@@ -135,7 +130,7 @@ class Replayer:
 
     async def dead_letter(self, received: Received, scored: EpisodeScored, error: str) -> None:
         key = received.key.encode() if received.key is not None else None
-        source = Source(received.topic, received.partition, received.offset, key,
+        source = RawRecord(received.topic, received.partition, received.offset, key,
                         self.producer.codec.encode(scored))
         letter = dead_letter(source, error, self.group)
         await self.producer.publish(Topic.DLQ, letter.source_topic, letter)

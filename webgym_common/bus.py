@@ -29,7 +29,7 @@ from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import Settings
 from webgym_common.events import DeadLetter, Event
 from webgym_common.offsets import OffsetHolds
-from webgym_common.topics import Topic, topic_name
+from webgym_common.topics import Topic, misplaced, topic_name
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,17 @@ class SourceRecord(Protocol):
     def key(self) -> bytes | None: ...
     @property
     def value(self) -> bytes | None: ...
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """A SourceRecord made from a decoded event (to dead-letter what decoded but is refused)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
 
 
 # What a dead letter keeps of the poison: enough to see what it was, small enough to publish.
@@ -141,7 +152,7 @@ class EventProducer:
         timeout = self.settings.kafka.request_timeout_ms / 1000
         await asyncio.wait_for(self.producer.send_and_wait(topic, value, key=key), timeout)
 
-    async def dead_letter(self, record: ConsumerRecord, error: str, group_id: str | None) -> None:
+    async def dead_letter(self, record: SourceRecord, error: str, group_id: str | None) -> None:
         """Send bytes nobody could handle to the DLQ, keyed by their source topic."""
         letter = dead_letter(record, error, group_id)
         await self.publish(Topic.DLQ, letter.source_topic, letter)
@@ -293,6 +304,10 @@ class EventConsumer:
             self.offsets.mark_committed({tp: record.offset})
         try:
             event = self.codec.decode(record.value)
+            # A process (it has a group) handles its topics' own types; a reader reads all.
+            if self.group_id is not None and (
+                    why := misplaced(record.topic, type(event).__name__)) is not None:
+                raise DecodeError(why)
         except DecodeError as err:
             await self.producer.dead_letter(record, str(err), self.group_id)
             self.dead_lettered += 1
@@ -304,6 +319,14 @@ class EventConsumer:
         return Received(
             record.topic, record.partition, record.offset, key, event, record.timestamp
         )
+
+    async def refuse(self, received: Received, error: str) -> None:
+        """Dead-letter an event that decoded but that no process may act on (commit it after)."""
+        key = received.key.encode() if received.key is not None else None
+        await self.producer.dead_letter(
+            RawRecord(received.topic, received.partition, received.offset, key,
+                      self.codec.encode(received.event)), error, self.group_id)
+        self.dead_lettered += 1
 
     async def commit(self, received: Received) -> None:
         """The event is handled: commit its partition as far as nothing before is pending."""

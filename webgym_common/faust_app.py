@@ -53,6 +53,7 @@ from webgym_common.topics import (
     Topic,
     changelog_topic_name,
     group_id,
+    misplaced,
     table_partitions,
     topic_specs,
 )
@@ -160,7 +161,7 @@ def decode_error(event: faust.EventT) -> str | None:
         return EMPTY_VALUE
     if isinstance(event.value, Undecodable):
         return event.value.error
-    return None
+    return misplaced(event.message.topic, type(event.value).__name__)
 
 
 DeadLetters = Callable[[SourceRecord, str], Awaitable[None]]
@@ -182,7 +183,8 @@ async def typed_events(
 ) -> AsyncIterator[tuple[faust.EventT, E]]:
     """(faust event, our event) for each event of type `of`.
 
-    Messages that are not events are dead-lettered; events of other types are skipped.
+    Messages that are not events, or not events of their topic, are dead-lettered; the
+    topic's events of other types are skipped.
     """
     async for event in stream.events():
         error = decode_error(event)

@@ -54,37 +54,67 @@ class TopicSpec:
         return out
 
 
+# The event types published on each topic (schema names): what a processor of the topic
+# expects; anything else on it is dead-lettered.
+VALUE_TYPES: dict[Topic, tuple[str, ...]] = {
+    Topic.TASKS: ("Task",),
+    Topic.TASK_HISTORY: ("TaskHistory",),
+    Topic.EPISODES: ("EpisodeRequested",),
+    Topic.OBSERVATIONS: ("StepObserved",),
+    Topic.ACTIONS: ("ActionChosen",),
+    Topic.EPISODES_COMPLETED: ("EpisodeCompleted",),
+    Topic.EPISODES_SCORED: ("EpisodeScored",),
+    Topic.REPLAY: ("ReplaySample",),
+    Topic.MODELS: ("ModelVersion",),
+    Topic.MODELS_SERVED: ("ModelServed",),
+    Topic.TRAINING: ("TrainingProgress",),
+    Topic.CONTROL: ("IterationStarted", "IterationClosed", "CancelEpisode"),
+    Topic.METRICS: ("RolloutMetrics",),
+    Topic.BLOCKLIST: ("DomainBlocked",),
+    Topic.DLQ: ("DeadLetter",),
+}
+
+
 def topic_specs(kafka: KafkaSettings) -> dict[Topic, TopicSpec]:
     p, keep = kafka.partitions, kafka.default_retention_ms
 
-    def spec(
-        t: Topic, parts: int, cleanup: str, retention: int, *types: str
-    ) -> tuple[Topic, TopicSpec]:
-        return t, TopicSpec(topic_name(kafka, t), parts, cleanup, retention, types)
+    def spec(t: Topic, parts: int, cleanup: str, retention: int) -> tuple[Topic, TopicSpec]:
+        return t, TopicSpec(topic_name(kafka, t), parts, cleanup, retention, VALUE_TYPES[t])
 
     specs = [
-        spec(Topic.TASKS, p, "compact", -1, "Task"),
-        spec(Topic.TASK_HISTORY, p, "compact", -1, "TaskHistory"),
-        spec(Topic.EPISODES, p, "delete", keep, "EpisodeRequested"),
-        spec(Topic.OBSERVATIONS, p, "delete", keep, "StepObserved"),
-        spec(Topic.ACTIONS, p, "delete", keep, "ActionChosen"),
-        spec(Topic.EPISODES_COMPLETED, p, "delete", keep, "EpisodeCompleted"),
-        spec(Topic.EPISODES_SCORED, p, "delete", kafka.scored_retention_ms, "EpisodeScored"),
-        spec(Topic.REPLAY, p, "delete", kafka.replay_retention_ms, "ReplaySample"),
-        spec(Topic.MODELS, 1, "compact", -1, "ModelVersion"),
+        spec(Topic.TASKS, p, "compact", -1),
+        spec(Topic.TASK_HISTORY, p, "compact", -1),
+        spec(Topic.EPISODES, p, "delete", keep),
+        spec(Topic.OBSERVATIONS, p, "delete", keep),
+        spec(Topic.ACTIONS, p, "delete", keep),
+        spec(Topic.EPISODES_COMPLETED, p, "delete", keep),
+        spec(Topic.EPISODES_SCORED, p, "delete", kafka.scored_retention_ms),
+        spec(Topic.REPLAY, p, "delete", kafka.replay_retention_ms),
+        spec(Topic.MODELS, 1, "compact", -1),
         # What the model server serves now (key model name): the policy switches on it, only
         # after the loader has seen the new name listed by the server.
-        spec(Topic.MODELS_SERVED, 1, "compact", -1, "ModelServed"),
-        spec(Topic.TRAINING, 1, "delete", keep, "TrainingProgress"),
-        spec(
-            Topic.CONTROL, 1, "delete", keep, "IterationStarted", "IterationClosed", "CancelEpisode"
-        ),
-        spec(Topic.METRICS, 1, "compact", -1, "RolloutMetrics"),
+        spec(Topic.MODELS_SERVED, 1, "compact", -1),
+        spec(Topic.TRAINING, 1, "delete", keep),
+        spec(Topic.CONTROL, 1, "delete", keep),
+        spec(Topic.METRICS, 1, "compact", -1),
         # Blocked domains (key: domain); compacted so every sampler sees the current list.
-        spec(Topic.BLOCKLIST, 1, "compact", -1, "DomainBlocked"),
-        spec(Topic.DLQ, 1, "delete", keep, "DeadLetter"),
+        spec(Topic.BLOCKLIST, 1, "compact", -1),
+        spec(Topic.DLQ, 1, "delete", keep),
     ]
     return dict(specs)
+
+
+def misplaced(topic: str, event_type: str) -> str | None:
+    """Why an event of this type does not belong on the topic named `topic` (any prefix);
+    None if it does, or if the topic is not one of the registry's."""
+    ours = [t for t in Topic if topic.endswith("." + t.value)]
+    if not ours:
+        return None
+    home = max(ours, key=lambda t: len(t.value))  # "….episodes.completed", not "….completed"
+    if event_type in VALUE_TYPES[home]:
+        return None
+    return (f"{event_type} does not belong on {topic} "
+            f"(it carries {', '.join(VALUE_TYPES[home])})")
 
 
 def min_insync_replicas(replication_factor: int) -> int:

@@ -373,6 +373,7 @@ async def test_a_judge_that_cannot_be_reached_is_a_judge_failure_not_an_attempt(
     assert "APIConnectionError" in s.evaluation and s.reward == 0.0 and not s.crashed
     assert not is_judged(s)
 
+    await producer.publish(Topic.TASKS, task.task_id, task)  # history counts catalog tasks
     history = PipelineProcess(settings, ["worker", "history"], tmp_path / "history.log")
     try:
         async with asyncio.timeout(120):

@@ -47,6 +47,13 @@ def scored(episode_id: str, task_id: str = "task-a", iteration: int = 1, reward:
         "trajectory": steps, **update})
 
 
+async def in_catalog(producer: EventProducer, *task_ids: str) -> None:
+    """The tasks on webgym.tasks: history counts only scores of the catalog's tasks."""
+    for t in task_ids:
+        await producer.publish(Topic.TASKS, t, sample_event("Task").model_copy(
+            update={"task_id": t}))
+
+
 async def publish_scored(producer: EventProducer, *events: EpisodeScored) -> None:
     for e in events:
         # Keyed by task, as the evaluator publishes them. A re-sent episode is a new
@@ -135,6 +142,7 @@ async def test_history_folds_once_per_episode_and_survives_a_kill_and_a_rewind(
     settings: Settings, producer: EventProducer, tmp_path: Path
 ) -> None:
     e1, e2, e3 = scored("e1", reward=1.0), scored("e2"), scored("e3", "task-b", reward=1.0)
+    await in_catalog(producer, "task-a", "task-b")
     await publish_scored(producer, e1, e2, e1, e3)  # e1 twice: a duplicate
     first = PipelineProcess(settings, ["worker", "history"], tmp_path / "history1.log")
     group = group_id(settings.kafka, Group.HISTORY)
@@ -175,6 +183,7 @@ async def test_two_history_workers_share_the_tasks_and_take_each_others_over(
     settings: Settings, producer: EventProducer, tmp_path: Path
 ) -> None:
     tasks = [f"task-{i}" for i in range(12)]
+    await in_catalog(producer, *tasks)
     group = group_id(settings.kafka, Group.HISTORY)
     first = PipelineProcess(settings, ["worker", "history"], tmp_path / "history1.log")
     second = PipelineProcess(settings, ["worker", "history"], tmp_path / "history2.log")

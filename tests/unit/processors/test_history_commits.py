@@ -1,5 +1,5 @@
-"""The history loop goes on when a commit times out or fails, and counts a judge failure
-as no attempt."""
+"""The history loop goes on when a commit times out or fails, counts a judge failure as no
+attempt, and dead-letters scores no evaluator could have given."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from aiokafka import TopicPartition
 from aiokafka.errors import CommitFailedError
 
-from processors.history import Ownership, fold, fold_events
+from processors.history import Catalog, Ownership, fold, fold_events, refusal
 from tests.unit.scored import scored
 from webgym_common.bus import Received
 from webgym_common.events import Event, TaskHistory
@@ -26,6 +26,7 @@ class FakeConsumer:
         self.received = [Received(TP.topic, TP.partition, i, e.task_id, e, 0)  # type: ignore[attr-defined]
                          for i, e in enumerate(events)]
         self.commits: list[int] = []
+        self.refused: list[tuple[int, str]] = []
         self.consumer = self  # for `consumer.consumer.assignment()`
         self.group_id = "history"
 
@@ -35,6 +36,9 @@ class FakeConsumer:
     async def events(self) -> AsyncIterator[Received]:
         for r in self.received:
             yield r
+
+    async def refuse(self, received: Received, error: str) -> None:
+        self.refused.append((received.offset, error))
 
     async def commit(self, received: Received) -> None:
         self.commits.append(received.offset)
@@ -62,7 +66,8 @@ async def test_the_fold_survives_a_commit_timeout_and_a_failed_commit() -> None:
     async def rebuild() -> dict[str, TaskHistory]:
         return {}
 
-    await fold_events(consumer, producer, Ownership(), rebuild, commit_timeout_s=0.05)  # type: ignore[arg-type]
+    await fold_events(consumer, producer, Ownership(), rebuild, catalog_of("task-1"),  # type: ignore[arg-type]
+                      commit_timeout_s=0.05)
     assert consumer.commits == [0, 1, 2]  # every event was folded, then committed
     assert [(h.attempts, h.successes) for h in producer.published] == [(1, 1), (2, 1), (3, 2)]
 
@@ -72,3 +77,41 @@ def test_a_judge_failure_is_no_attempt() -> None:
     failed = scored("e2").model_copy(update={"evaluation": f"{JUDGE_FAILED}: criterion B"})
     assert fold(h, failed) is None
     assert fold(None, failed) is None
+
+
+def catalog_of(*task_ids: str) -> Catalog:
+    async def load() -> set[str]:
+        return set(task_ids)
+    return Catalog(load)
+
+
+def test_a_score_for_no_task_of_the_catalog_or_with_negative_steps_is_refused() -> None:
+    assert refusal(scored("e1"), {"task-1"}) is None
+    unknown = refusal(scored("e1", task_id="bad-task-3"), {"task-1"})
+    assert unknown is not None and "bad-task-3" in unknown
+    negative = scored("e1").model_copy(update={"steps": -1})
+    assert refusal(negative, {"task-1"}) == "episode e1: -1 steps"
+
+
+async def test_refused_scores_are_dead_lettered_committed_and_not_counted() -> None:
+    events = [scored("e1", reward=1.0), scored("e2", task_id="bad-task"),
+              scored("e3", task_id="task-2")]
+    consumer, producer = FakeConsumer(list(events)), FakeProducer()
+    loads: list[int] = []
+
+    async def load() -> set[str]:
+        loads.append(1)
+        return {"task-1"} if len(loads) == 1 else {"task-1", "task-2"}
+
+    async def rebuild() -> dict[str, TaskHistory]:
+        return {}
+
+    catalog = Catalog(load)
+    await fold_events(consumer, producer, Ownership(), rebuild, catalog,  # type: ignore[arg-type]
+                      commit_timeout_s=0.05)
+    # task-2 was loaded after the first read, but within CATALOG_REFRESH_S: not read again.
+    assert [o for o, _ in consumer.refused] == [1, 2] and len(loads) == 1
+    assert consumer.commits == [0, 1, 2]  # refused ones are committed too
+    assert [h.task_id for h in producer.published] == ["task-1"]
+    catalog.read_at -= 60  # later: a score of a task it lacks reads the catalog again
+    assert "task-2" in await catalog.holding("task-2") and len(loads) == 2

@@ -15,7 +15,7 @@ import pytest
 from tests.factories import sample_event
 from webgym_common.codec import Codec
 from webgym_common.config import load_settings
-from webgym_common.events import ActionChosen, Event, StepObserved
+from webgym_common.events import CancelEpisode, Event, StepObserved
 from webgym_common.faust_app import (
     EMPTY_VALUE,
     EVENT_SERIALIZER,
@@ -37,7 +37,7 @@ SETTINGS = load_settings(kafka={"topic_prefix": "t7", "partitions": 3})
 
 @dataclass
 class Message:
-    topic: str = "t7.actions"
+    topic: str = "t7.observations"
     partition: int = 2
     offset: int = 41
     key: bytes | None = b"ep"
@@ -51,8 +51,8 @@ class FakeEvent:
 
 
 class FakeStream:
-    def __init__(self, *values: Any) -> None:
-        self.items = [FakeEvent(v, Message(offset=i)) for i, v in enumerate(values)]
+    def __init__(self, *values: Any, topic: str = "t7.observations") -> None:
+        self.items = [FakeEvent(v, Message(topic=topic, offset=i)) for i, v in enumerate(values)]
 
     async def events(self) -> AsyncIterator[FakeEvent]:  # as faust's StreamT.events
         for item in self.items:
@@ -77,6 +77,8 @@ def test_decode_error_tells_why_a_value_is_not_an_event() -> None:
     assert decode_error(FakeEvent(sample_event("StepObserved"), Message())) is None
     assert decode_error(FakeEvent(Undecodable("corrupt"), Message())) == "corrupt"
     assert decode_error(FakeEvent(None, Message())) == EMPTY_VALUE  # a tombstone
+    off_topic = decode_error(FakeEvent(sample_event("TaskHistory"), Message()))
+    assert off_topic is not None and "does not belong on t7.observations" in off_topic
 
 
 async def test_typed_events_yield_one_type_and_dead_letter_what_does_not_decode() -> None:
@@ -89,11 +91,18 @@ async def test_typed_events_yield_one_type_and_dead_letter_what_does_not_decode(
 
     got = [(e.message.offset, v) async for e, v in typed_events(
         stream, dead_letters, StepObserved)]
-    assert got == [(0, obs), (4, obs)]  # the ActionChosen is skipped, not dead-lettered
-    assert [(m.offset, error) for m, error in letters] == [(1, "bad bytes"), (3, EMPTY_VALUE)]
+    assert got == [(0, obs), (4, obs)]
+    assert [m.offset for m, _ in letters] == [1, 2, 3]  # an ActionChosen is off its topic
+    assert letters[0][1] == "bad bytes" and letters[2][1] == EMPTY_VALUE
+    assert "ActionChosen does not belong on t7.observations" in letters[1][1]
+    # The topic's own events of another type are skipped, not dead-lettered.
+    start, cancel = sample_event("IterationStarted"), sample_event("CancelEpisode")
+    letters.clear()
+    control = FakeStream(start, cancel, topic="t7.control")
+    assert [v async for _, v in typed_events(control, dead_letters, CancelEpisode)] == [cancel]
     every: list[Event] = [v async for _, v in typed_events(
-        FakeStream(obs, chosen), dead_letters, Event)]
-    assert every == [obs, chosen] and isinstance(every[1], ActionChosen)
+        FakeStream(start, cancel, topic="t7.control"), dead_letters, Event)]
+    assert every == [start, cancel] and isinstance(every[1], CancelEpisode) and not letters
 
 
 def test_the_app_id_is_its_group_and_faust_creates_no_topics() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from webgym_common.config import load_settings
 from webgym_common.events import EVENT_TYPES
 from webgym_common.topics import (
+    VALUE_TYPES,
     Group,
     StateTable,
     Topic,
@@ -14,6 +15,7 @@ from webgym_common.topics import (
     group_id,
     internal_topic_specs,
     leader_topic_name,
+    misplaced,
     table_owners,
     topic_specs,
 )
@@ -66,3 +68,17 @@ def test_topics_create_makes_the_registrys_topics_and_fausts() -> None:
     names = [s.name for s in all_topic_specs(kafka)]
     assert len(names) == len(set(names)) == len(Topic) + len(StateTable) + len(faust_apps())
     assert {s.name for s in topic_specs(kafka).values()} < set(names)
+
+
+def test_an_event_off_its_topic_is_misplaced_whatever_the_prefix() -> None:
+    assert misplaced("p1.observations", "StepObserved") is None
+    assert misplaced("a.b.control", "CancelEpisode") is None  # one of the topic's three
+    why = misplaced("p1.episodes.completed", "TaskHistory")
+    assert why is not None and "EpisodeCompleted" in why and "TaskHistory" in why
+    assert misplaced("p1.episodes", "EpisodeCompleted") is not None
+    assert misplaced("p1-evaluator-scored-changelog", "TaskHistory") is None  # not ours
+
+
+def test_every_event_type_has_a_home_topic() -> None:
+    homes = {name for types in VALUE_TYPES.values() for name in types}
+    assert homes == set(EVENT_TYPES)  # a new event type needs its topic in the registry
