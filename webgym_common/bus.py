@@ -216,7 +216,11 @@ class EventConsumer:
         client_id: str = "webgym",
         listener: ConsumerRebalanceListener | None = None,
         offsets: OffsetHolds | None = None,
+        any_type: bool = False,
     ):
+        """`any_type`: yield events of any type (a generic reader); otherwise an event whose
+        type its topic does not carry is dead-lettered, as undecodable bytes are."""
+        self.any_type = any_type
         self.settings = settings
         self.group_id = group_id
         self.producer = producer
@@ -304,8 +308,7 @@ class EventConsumer:
             self.offsets.mark_committed({tp: record.offset})
         try:
             event = self.codec.decode(record.value)
-            # A process (it has a group) handles its topics' own types; a reader reads all.
-            if self.group_id is not None and (
+            if not self.any_type and (
                     why := misplaced(record.topic, type(event).__name__)) is not None:
                 raise DecodeError(why)
         except DecodeError as err:
@@ -363,7 +366,8 @@ async def read_events(
 ) -> list[Received]:
     """Read the first `count` events of a topic from the beginning, without a group."""
     out: list[Received] = []
-    async with EventConsumer(settings, [topic], None, producer, client_id="webgym-reader") as c:
+    async with EventConsumer(settings, [topic], None, producer, client_id="webgym-reader",
+                             any_type=True) as c:
         async with asyncio.timeout(timeout_s):
             async for received in c.events():
                 out.append(received)
