@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -11,7 +12,17 @@ from rich.console import Console
 
 from webgym_common.config import Settings, SettingsError, get_settings, load_settings
 
-console = Console()
+
+def _console() -> Console:
+    # Piped to a file or a CI log, rich assumes 80 columns and cuts the metrics table's
+    # headers; a log reader would rather scroll sideways.
+    out = Console()
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out.width = 160
+    return out
+
+
+console = _console()
 SANDBOX_TASKS = "infra/sandbox/tasks/sandbox_tasks.jsonl"
 
 
