@@ -33,11 +33,12 @@ from collections.abc import Awaitable, Callable, Container
 from aiokafka import TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 
-from webgym_common.bus import EventConsumer, EventProducer, commit_bounded, read_compacted
+from webgym_common.bus import EventConsumer, EventProducer, commit_bounded
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, TaskHistory, utc_now
 from webgym_common.history import attempt_level, is_judged, is_success, load_task_history
 from webgym_common.lifecycle import mark_ready, run_until_signalled
+from webgym_common.readers import read_compacted
 from webgym_common.topics import Group, Topic, group_id
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from webgym_common.bus import EventConsumer, EventProducer, batches_to_end
+from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.metrics import (
@@ -29,6 +29,7 @@ from webgym_common.metrics import (
     publish_changed,
     write_outputs,
 )
+from webgym_common.readers import batches_to_end
 from webgym_common.topics import Topic
 
 log = logging.getLogger(__name__)

@@ -44,10 +44,8 @@ from processors.replay_decisions import (
 from webgym_common.bus import (
     EventConsumer,
     EventProducer,
-    RawRecord,
     Received,
     commit_bounded,
-    dead_letter,
 )
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, ReplaySample
@@ -102,8 +100,9 @@ class Replayer:
         samples = [s for s in made if isinstance(s, ReplaySample)]
         await asyncio.gather(*(self.publish(s) for s in samples))
         if problems := [p for p in made if isinstance(p, str)]:
+            error = "; ".join(problems)
             await persistently(f"dead-lettering {scored.episode_id}",
-                               lambda: self.dead_letter(received, scored, "; ".join(problems)))
+                               lambda: self.producer.refuse(received, error, self.group))
         log.info("replay %s (reward %.2f): %d of %d steps kept, %d samples published",
                  scored.episode_id, scored.reward, len(kept), len(scored.trajectory),
                  len(samples))
@@ -127,13 +126,6 @@ class Replayer:
             return f"step {kept.step}: prompt {uri} is missing ({err.code})"
         except (PromptError, ObjectStoreError) as err:
             return f"step {kept.step}: prompt {uri} is unusable: {err}"
-
-    async def dead_letter(self, received: Received, scored: EpisodeScored, error: str) -> None:
-        key = received.key.encode() if received.key is not None else None
-        source = RawRecord(received.topic, received.partition, received.offset, key,
-                        self.producer.codec.encode(scored))
-        letter = dead_letter(source, error, self.group)
-        await self.producer.publish(Topic.DLQ, letter.source_topic, letter)
 
 
 class Ready(ConsumerRebalanceListener):

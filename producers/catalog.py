@@ -17,9 +17,10 @@ from typing import Protocol
 from rich.console import Console
 from rich.markup import escape
 
-from webgym_common.bus import EventProducer, read_compacted
+from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import Event, Task
+from webgym_common.readers import read_compacted
 from webgym_common.tasks import BadLine, read_task_file
 from webgym_common.topics import Topic
 

@@ -157,6 +157,13 @@ class EventProducer:
         letter = dead_letter(record, error, group_id)
         await self.publish(Topic.DLQ, letter.source_topic, letter)
 
+    async def refuse(self, received: Received, error: str, group_id: str | None) -> None:
+        """Dead-letter an event that decoded but that no process may act on."""
+        key = received.key.encode() if received.key is not None else None
+        await self.dead_letter(
+            RawRecord(received.topic, received.partition, received.offset, key,
+                      self.codec.encode(received.event)), error, group_id)
+
 
 @dataclass(frozen=True)
 class Received:
@@ -325,10 +332,7 @@ class EventConsumer:
 
     async def refuse(self, received: Received, error: str) -> None:
         """Dead-letter an event that decoded but that no process may act on (commit it after)."""
-        key = received.key.encode() if received.key is not None else None
-        await self.producer.dead_letter(
-            RawRecord(received.topic, received.partition, received.offset, key,
-                      self.codec.encode(received.event)), error, self.group_id)
+        await self.producer.refuse(received, error, self.group_id)
         self.dead_lettered += 1
 
     async def commit(self, received: Received) -> None:
@@ -357,61 +361,6 @@ class EventConsumer:
         await self.consumer.commit({tp: OffsetAndMetadata(offset + 1, "")})
 
 
-async def read_events(
-    settings: Settings,
-    topic: Topic,
-    count: int,
-    producer: EventProducer,
-    timeout_s: float = 30.0,
-) -> list[Received]:
-    """Read the first `count` events of a topic from the beginning, without a group."""
-    out: list[Received] = []
-    async with EventConsumer(settings, [topic], None, producer, client_id="webgym-reader",
-                             any_type=True) as c:
-        async with asyncio.timeout(timeout_s):
-            async for received in c.events():
-                out.append(received)
-                if len(out) >= count:
-                    break
-    return out
-
-
-# -- reading a topic to its end (compacted topics as tables) ---------------------------
-
-
-async def batches_to_end(
-    consumer: EventConsumer, stall_timeout_s: float = 60.0
-) -> AsyncIterator[list[Received]]:
-    """Batches from the consumer's assigned partitions up to their end offsets as of now.
-
-    The end offsets are taken once, so a busy topic cannot keep the read going
-    forever; records past them that come in the same fetch are kept. Raises
-    TimeoutError when no partition moves for `stall_timeout_s` (a long log is fine).
-    """
-    c = consumer.consumer
-    parts = sorted(c.assignment())
-    # end_offsets and position can block for good if a partition is gone.
-    ends = await asyncio.wait_for(c.end_offsets(parts), stall_timeout_s)
-    loop = asyncio.get_running_loop()
-    last: dict[TopicPartition, int] = {}
-    moved_at = loop.time()
-    while True:
-        now = {tp: await asyncio.wait_for(c.position(tp), stall_timeout_s) for tp in parts}
-        if all(now[tp] >= ends[tp] for tp in parts):
-            return
-        if now != last:
-            last, moved_at = now, loop.time()
-        elif loop.time() - moved_at > stall_timeout_s:
-            raise TimeoutError(f"reading {', '.join(consumer.topic_names)} to its end stalled")
-        batch = await consumer.poll(timeout_ms=200)
-        if batch:
-            yield batch
-
-
-async def read_to_end(consumer: EventConsumer, stall_timeout_s: float = 60.0) -> list[Received]:
-    return [r async for batch in batches_to_end(consumer, stall_timeout_s) for r in batch]
-
-
 async def commit_bounded(consumer: EventConsumer, received: Received, timeout_s: float) -> bool:
     """Commit, but never die or stall on it: a commit that hangs on a lost coordinator or
     fails in a rebalance is logged, and the offset goes with a later commit (or the event
@@ -423,34 +372,3 @@ async def commit_bounded(consumer: EventConsumer, received: Received, timeout_s:
                     received.topic, received.offset, err)
         return False
     return True
-
-
-async def any_record(consumer: AIOKafkaConsumer, part: TopicPartition, start: int,
-                     end: int) -> bool:
-    """Whether a committed record lies in [start, end) of `part`: a transactional topic's
-    end offset counts its commit markers, which are never delivered, so "committed < end"
-    alone cannot tell a reader that has read everything. Assigns `part` to `consumer` (which
-    must have no group) for the check only."""
-    consumer.assign([part])
-    try:
-        consumer.seek(part, start)
-        while await consumer.position(part) < end:
-            batch = await consumer.getmany(part, timeout_ms=500, max_records=1)
-            if any(r.offset < end for r in batch.get(part, [])):
-                return True
-        return False
-    finally:
-        consumer.unsubscribe()  # no prefetching of a partition nobody reads
-
-
-async def read_compacted(
-    settings: Settings, topic: Topic, producer: EventProducer, stall_timeout_s: float = 60.0
-) -> dict[str, Event]:
-    """A compacted topic as a table: the latest event per key (no group, nothing committed)."""
-    latest: dict[str, Event] = {}
-    async with EventConsumer(settings, [topic], None, producer, client_id="table-reader") as c:
-        # Within a partition the later offset is the newer value; a key lives in one partition.
-        for received in await read_to_end(c, stall_timeout_s):
-            if received.key is not None:
-                latest[received.key] = received.event
-    return latest

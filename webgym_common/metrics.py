@@ -34,10 +34,11 @@ from rich.console import Console
 from rich.table import Table
 
 from webgym_common.actions import parse_action
-from webgym_common.bus import EventConsumer, EventProducer, batches_to_end, read_compacted
+from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, Event, IterationClosed, RolloutMetrics
 from webgym_common.history import is_judged, is_success
+from webgym_common.readers import batches_to_end, read_compacted
 from webgym_common.topics import Topic
 
 METRICS = ("crashed_rate", "blocked_rate", "success_rate", "avg_steps",

@@ -15,7 +15,7 @@ from minio.error import S3Error
 from processors import replay
 from processors.replay import Replayer, replay_events, transient
 from tests.unit.scored import scored
-from webgym_common.bus import Received
+from webgym_common.bus import EventProducer, Received
 from webgym_common.codec import Codec
 from webgym_common.config import ReplaySettings
 from webgym_common.events import DeadLetter, EpisodeScored, Event, ReplaySample, TrajectoryStep
@@ -68,6 +68,10 @@ class FakeProducer:
             raise KafkaConnectionError("broker down")
         self.events.append((topic, key, event))
         self.log.append(f"{topic.value} {key}")
+
+    # The real producer's dead-letter path, over the fake publish above.
+    refuse = EventProducer.refuse
+    dead_letter = EventProducer.dead_letter
 
 
 class FakeStore:

@@ -1,0 +1,101 @@
+"""Reading topics without a group: the first events of a topic, a topic to its end, a
+compacted topic as a table. Nothing here commits; every reader sees committed records only
+(the consumers of webgym_common.bus read `read_committed`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from webgym_common.bus import EventConsumer, EventProducer, Received
+from webgym_common.config import Settings
+from webgym_common.events import Event
+from webgym_common.topics import Topic
+
+
+async def read_events(
+    settings: Settings,
+    topic: Topic,
+    count: int,
+    producer: EventProducer,
+    timeout_s: float = 30.0,
+) -> list[Received]:
+    """Read the first `count` events of a topic from the beginning, without a group."""
+    out: list[Received] = []
+    async with EventConsumer(settings, [topic], None, producer, client_id="webgym-reader",
+                             any_type=True) as c:
+        async with asyncio.timeout(timeout_s):
+            async for received in c.events():
+                out.append(received)
+                if len(out) >= count:
+                    break
+    return out
+
+
+# -- reading a topic to its end (compacted topics as tables) ---------------------------
+
+
+async def batches_to_end(
+    consumer: EventConsumer, stall_timeout_s: float = 60.0
+) -> AsyncIterator[list[Received]]:
+    """Batches from the consumer's assigned partitions up to their end offsets as of now.
+
+    The end offsets are taken once, so a busy topic cannot keep the read going
+    forever; records past them that come in the same fetch are kept. Raises
+    TimeoutError when no partition moves for `stall_timeout_s` (a long log is fine).
+    """
+    c = consumer.consumer
+    parts = sorted(c.assignment())
+    # end_offsets and position can block for good if a partition is gone.
+    ends = await asyncio.wait_for(c.end_offsets(parts), stall_timeout_s)
+    loop = asyncio.get_running_loop()
+    last: dict[TopicPartition, int] = {}
+    moved_at = loop.time()
+    while True:
+        now = {tp: await asyncio.wait_for(c.position(tp), stall_timeout_s) for tp in parts}
+        if all(now[tp] >= ends[tp] for tp in parts):
+            return
+        if now != last:
+            last, moved_at = now, loop.time()
+        elif loop.time() - moved_at > stall_timeout_s:
+            raise TimeoutError(f"reading {', '.join(consumer.topic_names)} to its end stalled")
+        batch = await consumer.poll(timeout_ms=200)
+        if batch:
+            yield batch
+
+
+async def read_to_end(consumer: EventConsumer, stall_timeout_s: float = 60.0) -> list[Received]:
+    return [r async for batch in batches_to_end(consumer, stall_timeout_s) for r in batch]
+
+
+async def any_record(consumer: AIOKafkaConsumer, part: TopicPartition, start: int,
+                     end: int) -> bool:
+    """Whether a committed record lies in [start, end) of `part`: a transactional topic's
+    end offset counts its commit markers, which are never delivered, so "committed < end"
+    alone cannot tell a reader that has read everything. Assigns `part` to `consumer` (which
+    must have no group) for the check only."""
+    consumer.assign([part])
+    try:
+        consumer.seek(part, start)
+        while await consumer.position(part) < end:
+            batch = await consumer.getmany(part, timeout_ms=500, max_records=1)
+            if any(r.offset < end for r in batch.get(part, [])):
+                return True
+        return False
+    finally:
+        consumer.unsubscribe()  # no prefetching of a partition nobody reads
+
+
+async def read_compacted(
+    settings: Settings, topic: Topic, producer: EventProducer, stall_timeout_s: float = 60.0
+) -> dict[str, Event]:
+    """A compacted topic as a table: the latest event per key (no group, nothing committed)."""
+    latest: dict[str, Event] = {}
+    async with EventConsumer(settings, [topic], None, producer, client_id="table-reader") as c:
+        # Within a partition the later offset is the newer value; a key lives in one partition.
+        for received in await read_to_end(c, stall_timeout_s):
+            if received.key is not None:
+                latest[received.key] = received.event
+    return latest
