@@ -179,14 +179,17 @@ def dlq_sender(app: faust.App, kafka: KafkaSettings) -> DeadLetters:
 
 
 async def typed_events(
-    stream: faust.StreamT, dead_letters: DeadLetters, of: type[E]
+    stream: faust.StreamT, dead_letters: DeadLetters, of: type[E],
+    first_reads: FirstReads | None = None,
 ) -> AsyncIterator[tuple[faust.EventT, E]]:
     """(faust event, our event) for each event of type `of`.
 
     Messages that are not events, or not events of their topic, are dead-lettered; the
-    topic's events of other types are skipped.
+    topic's events of other types are skipped. `first_reads` sees every message first.
     """
     async for event in stream.events():
+        if first_reads is not None:
+            await first_reads.check(event)
         error = decode_error(event)
         if error is not None:
             await dead_letters(event.message, error)
@@ -313,15 +316,17 @@ class FirstReads:
     def starting_at(self, positions: dict[Any, int]) -> None:
         self.waiting = {tp: (offset, self.tries) for tp, offset in positions.items()}
 
-    async def check(self, event: faust.EventT) -> None:
+    async def check(self, event: faust.EventT) -> bool:
+        """True when the event came past its partition's start and that start is read again."""
         msg = event.message
         if msg.tp not in self.waiting:
-            return
+            return False
         committed, left = self.waiting.pop(msg.tp)
         if not skipped_start(msg.offset, committed) or left == 0:
-            return  # the start arrived (or cannot be told from markers)
-        log.warning("%s: event at %d before the committed offset %d arrived: reading the "
-                    "partition again from there", msg.tp, msg.offset, committed)
+            return False  # the start arrived (or cannot be told from markers)
+        log.warning("%s: the event at %d came before the one at the committed offset %d: "
+                    "reading the partition again from there", msg.tp, msg.offset, committed)
         self.waiting[msg.tp] = (committed, left - 1)
         consumer: Any = self.app.consumer
         await consumer.seek(msg.tp, committed)
+        return True

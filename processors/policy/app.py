@@ -63,6 +63,7 @@ from webgym_common.events import (
     StepObserved,
 )
 from webgym_common.faust_app import (
+    FirstReads,
     InOrderAcks,
     decode_error,
     dlq_sender,
@@ -95,13 +96,16 @@ def build_app(settings: Settings) -> faust.App:
     contexts = faust_table(app, k, StateTable.POLICY_CONTEXTS)  # episode_id -> entry JSON
     ended_ttl_ms = specs[Topic.OBSERVATIONS].retention_ms  # as long as they can be re-read
     acks = InOrderAcks()
+    first_reads = FirstReads(app)  # faust's post-recovery seek race (see FirstReads)
     watch = RequestWatch(specs[Topic.EPISODES].name, cfg.context_wait_s,
                          lambda tp: app.consumer.highwaters(tp))
     purged_at: dict[int, int] = {}  # partition -> when its old Ended entries were purged
 
     @app.on_rebalance_complete.connect
     async def rewind(*args: Any, **kwargs: Any) -> None:
-        watch.starting_at(await rewind_uncommitted(app, {specs[t].name for t in sources}))
+        starts = await rewind_uncommitted(app, {specs[t].name for t in sources})
+        watch.starting_at(starts)
+        first_reads.starting_at(starts)
 
     @app.on_partitions_revoked.connect
     async def revoked(*args: Any, **kwargs: Any) -> None:
@@ -112,16 +116,20 @@ def build_app(settings: Settings) -> faust.App:
     @app.agent(episodes)
     async def remember_tasks(stream: faust.StreamT) -> None:
         async for event in stream.events():
+            # Past a start not read yet, the watch must not move: the start is a request too.
+            skipped_start = await first_reads.check(event)
             if (error := decode_error(event)) is not None:
                 await dead_letters(event.message, error)
             elif isinstance(req := event.value, EpisodeRequested) and (
                     req.episode_id not in contexts):  # a live or ended episode stays as it is
                 contexts[req.episode_id] = entry_to_json(live_from_request(req))
-            await watch.read(event.message.tp, event.message.offset)
+            if not skipped_start:
+                await watch.read(event.message.tp, event.message.offset)
 
     @app.agent(completed)
     async def forget_finished(stream: faust.StreamT) -> None:
-        async for event, done in typed_events(stream, dead_letters, EpisodeCompleted):
+        async for event, done in typed_events(stream, dead_letters, EpisodeCompleted,
+                                              first_reads):
             partition, now = event.message.partition, now_ms()
             if not isinstance(entry_of(done.episode_id), Ended):
                 contexts[done.episode_id] = entry_to_json(Ended(now, partition))
@@ -134,6 +142,7 @@ def build_app(settings: Settings) -> faust.App:
     @app.agent(observations, concurrency=cfg.max_inflight)
     async def decide(stream: faust.StreamT) -> None:
         async for event in cast(Any, stream).noack().events():  # acked by `acks`, in order
+            await first_reads.check(event)  # a step decided twice: workers act on the first
             ticket = acks.arrived(event)
             try:
                 await handle(event)

@@ -43,6 +43,10 @@ class Message:
     key: bytes | None = b"ep"
     value: bytes | None = b"raw"
 
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
 
 @dataclass
 class FakeEvent:
@@ -243,10 +247,38 @@ async def test_first_reads_seek_a_partition_back_until_its_start_arrives() -> No
 
     reads = FirstReads(App(), tries=2)  # type: ignore[arg-type]
     reads.starting_at({("t.obs", 0): 6, ("t.obs", 1): 3})
-    await reads.check(event(0, 7))  # 6 never came: read again from 6
-    await reads.check(event(1, 3))  # the start itself: nothing to do
+    assert await reads.check(event(0, 7))  # 6 never came: read again from 6
+    assert not await reads.check(event(1, 3))  # the start itself: nothing to do
     assert seeks == [(("t.obs", 0), 6)]
-    await reads.check(event(0, 8))  # still past: once more (tries=2)
-    await reads.check(event(0, 9))  # no tries left: markers, or give up
-    await reads.check(event(1, 9))  # partition 1 already started
+    assert await reads.check(event(0, 8))  # still past: once more (tries=2)
+    assert not await reads.check(event(0, 9))  # no tries left: markers, or give up
+    assert not await reads.check(event(1, 9))  # partition 1 already started
     assert seeks == [(("t.obs", 0), 6)] * 2
+
+
+async def test_typed_events_show_first_reads_the_poison_they_dead_letter() -> None:
+    # A poison record at the committed offset is the partition's start: were it hidden from
+    # FirstReads, the next event would look past the start, and the seek back would
+    # dead-letter the poison again.
+    seeks: list[tuple[Any, int]] = []
+
+    class Consumer:
+        async def seek(self, tp: Any, offset: int) -> None:
+            seeks.append((tp, offset))
+
+    class App:
+        consumer = Consumer()
+
+    reads = FirstReads(App())  # type: ignore[arg-type]
+    reads.starting_at({("t7.observations", 2): 0})
+    letters: list[str] = []
+
+    async def dead_letters(message: Any, error: str) -> None:
+        letters.append(error)
+
+    obs = sample_event("StepObserved")
+    stream = FakeStream(Undecodable("bad bytes"), obs)
+    for item in stream.items:
+        item.message.partition = 2
+    got = [v async for _, v in typed_events(stream, dead_letters, StepObserved, reads)]
+    assert got == [obs] and letters == ["bad bytes"] and seeks == []
