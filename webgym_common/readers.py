@@ -75,7 +75,7 @@ async def any_record(consumer: AIOKafkaConsumer, part: TopicPartition, start: in
     """Whether a committed record lies in [start, end) of `part`: a transactional topic's
     end offset counts its commit markers, which are never delivered, so "committed < end"
     alone cannot tell a reader that has read everything. Assigns `part` to `consumer` (which
-    must have no group) for the check only."""
+    must have no group) for the check only, and pauses it after."""
     consumer.assign([part])
     try:
         consumer.seek(part, start)
@@ -85,7 +85,9 @@ async def any_record(consumer: AIOKafkaConsumer, part: TopicPartition, start: in
                 return True
         return False
     finally:
-        consumer.unsubscribe()  # no prefetching of a partition nobody reads
+        # No prefetching of a partition nobody reads. Not unsubscribe(): aiokafka 0.14's
+        # fetcher then fails on the missing subscription, and stop() raises or hangs.
+        consumer.pause(part)
 
 
 async def read_compacted(
