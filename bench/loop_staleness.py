@@ -36,13 +36,17 @@ TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
 
 def mode_settings(base: Settings, k: int, max_steps: int) -> Settings:
     data = Path(tempfile.mkdtemp(prefix=f"bench-loop-k{k}-"))
+    prefix = f"bloop{uuid.uuid4().hex[:6]}"
     return base.model_copy(update={
-        "kafka": base.kafka.model_copy(update={"topic_prefix": f"bloop{uuid.uuid4().hex[:6]}"}),
+        "kafka": base.kafka.model_copy(update={"topic_prefix": prefix}),
         "infra": base.infra.model_copy(update={"data_dir": data}),
         "policy": base.policy.model_copy(update={"kind": "vllm"}),
         "rollout": base.rollout.model_copy(update={
             "train": True, "demonstration_share": 0.5, "seed": 11, "strategy": "uniform"}),
-        "trainer": base.trainer.model_copy(update={"max_staleness": k, "max_steps": max_steps}),
+        # Each mode's versions under their own served names: both modes share one vLLM, and
+        # a served name is never reused (the loader refuses other weights under it).
+        "trainer": base.trainer.model_copy(update={
+            "max_staleness": k, "max_steps": max_steps, "model_name": f"{prefix}-policy"}),
     })
 
 

@@ -42,6 +42,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from infra.sandbox.app import TASKS_FILE
 from infra.sandbox.posts import POSTS_PATH, reference_posts
+from processors.replay_decisions import sample_id, training_steps
 from tests.chaos.outcomes import Completion, Letter, Moment, Observed, Tally, tally
 from tests.support.launch import PipelineProcess
 from webgym_common.codec import Codec, DecodeError
@@ -52,6 +53,7 @@ from webgym_common.events import (
     EpisodeRequested,
     EpisodeScored,
     IterationStarted,
+    ReplaySample,
     RolloutMetrics,
     TaskHistory,
 )
@@ -79,6 +81,7 @@ class Options:
     settle_s: float = 45.0  # after it ended: time for history/DLQ to catch up
     tasks: tuple[str, ...] = CHAOS_TASKS
     seed: int = 7
+    replay: bool = False  # run a replay processor too, and check its samples
 
 
 def all_tasks() -> dict[str, dict]:
@@ -247,7 +250,8 @@ class Run:
         out = await self.cli("tasks", "load", str(self.write_tasks(self.workdir / "tasks.jsonl")))
         if self.extra_task_lines:
             self.note("tasks load: " + " | ".join(out.strip().splitlines()[-4:]))
-        started = [self.start(kind) for kind in PIPELINE]
+        kinds = (*PIPELINE, "replay") if self.options.replay else PIPELINE
+        started = [self.start(kind) for kind in kinds]
         ok = await self.wait_ready(started)
         self._watch = asyncio.create_task(self._watch_completed())
         self._posts_before = await sandbox_posts(self.settings) or ({}, {})
@@ -474,8 +478,16 @@ async def observe(settings: Settings, options: Options, injected: set[tuple[str,
         if isinstance(ev, EpisodeCompleted):
             obs.completed.setdefault(ev.episode_id, []).append(
                 Completion(ev.termination, ev.reason))
+    if options.replay:
+        obs.samples_due = {}
+        for ev in await read_events(settings, Topic.REPLAY, injected):
+            if isinstance(ev, ReplaySample):
+                obs.samples.setdefault(ev.episode_id, []).append(ev.sample_id)
     for ev in await read_events(settings, Topic.EPISODES_SCORED, injected):
         if isinstance(ev, EpisodeScored):
+            if obs.samples_due is not None and ev.episode_id not in obs.samples_due:
+                obs.samples_due[ev.episode_id] = {sample_id(ev.episode_id, k.step) for k in
+                                                  training_steps(ev, settings.replay)}
             obs.scored[ev.episode_id] = obs.scored.get(ev.episode_id, 0) + 1
             obs.scored_task[ev.episode_id] = ev.task_id
             obs.scored_iteration[ev.episode_id] = ev.iteration

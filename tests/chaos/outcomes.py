@@ -10,7 +10,10 @@ The harness reads the topics themselves (never the project's metrics as the trut
   reference actions make once, or a different number when it ended with an answer); it ended
   early (crashed, blocked...) with no reason; its task history does not count it exactly once
   (the task's attempts differ from its scored episodes); the metrics of its iteration count
-  a different number of episodes than were scored;
+  a different number of episodes than were scored; with a replay processor in the run, the
+  samples it published for the episode are not exactly those of its training-eligible steps
+  (processors.replay_decisions; a sample re-published under its own id after a kill is fine:
+  readers deduplicate by sample_id, and the table counts them as republished samples);
 - ended early: any termination other than `answer` (the teacher answers every task);
 - replayed posts: form posts re-sent, marked X-WebGym-Replay, while a resumed episode's page
   was rebuilt, or sent again under an idempotency key already seen (X-WebGym-Step: the one
@@ -57,6 +60,9 @@ class Observed:
     replayed_posts: dict[str, int] = field(default_factory=dict)  # re-sent on resume
     expected_posts: dict[str, int] = field(default_factory=dict)  # task -> posts once
     dlq: list[Letter] = field(default_factory=list)
+    # With a replay processor: episode -> the sample ids due (its eligible steps) / published.
+    samples_due: dict[str, set[str]] | None = None
+    samples: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -119,6 +125,24 @@ def history_miscounts(observed: Observed) -> dict[str, str]:
     return out
 
 
+def sample_miscounts(observed: Observed) -> dict[str, str]:
+    """Episode -> what is wrong with its replay samples (missing, or of steps not eligible)."""
+    if observed.samples_due is None:
+        return {}
+    out = {}
+    for eid, due in observed.samples_due.items():
+        published = set(observed.samples.get(eid, []))
+        if missing := due - published:
+            out[eid] = f"{len(missing)} of {len(due)} samples missing, e.g. {min(missing)}"
+        elif extra := published - due:
+            out[eid] = f"{len(extra)} samples of steps not eligible, e.g. {min(extra)}"
+    return out
+
+
+def republished_samples(observed: Observed) -> int:
+    return sum(len(ids) - len(set(ids)) for ids in observed.samples.values())
+
+
 def metrics_miscounts(observed: Observed) -> dict[str, str]:
     """Episode -> why its iteration's published metrics are wrong (episodes != scored)."""
     per_iteration: dict[int, set[str]] = {}
@@ -152,7 +176,8 @@ def tally(scenario: str, observed: Observed, allowed_dlq: int = 0) -> Tally:
     side = wrong_side_effects(observed)
     history = history_miscounts(observed)
     metrics = metrics_miscounts(observed)
-    wrong = set(side) | set(history) | set(metrics) | silent
+    samples = sample_miscounts(observed)
+    wrong = set(side) | set(history) | set(metrics) | set(samples) | silent
     notes = []
     if no_end:
         notes.append(f"{len(no_end)} never completed: {_short(no_end)}")
@@ -165,7 +190,8 @@ def tally(scenario: str, observed: Observed, allowed_dlq: int = 0) -> Tally:
                      + _short(f"{e} ({k})" for e, k in kinds.items()))
     if twice_scored:
         notes.append(f"{len(twice_scored)} scored twice: {_short(twice_scored)}")
-    for label, found in (("side effects", side), ("history", history), ("metrics", metrics)):
+    for label, found in (("side effects", side), ("history", history), ("metrics", metrics),
+                         ("replay samples", samples)):
         if found:
             eid = sorted(found)[0]
             notes.append(f"{label}: {len(found)} episodes, e.g. {eid}: {found[eid]}")
@@ -174,6 +200,9 @@ def tally(scenario: str, observed: Observed, allowed_dlq: int = 0) -> Tally:
     if observed.posts is None:
         notes.append("side effects not checked: the sandbox saw posts without "
                      "X-WebGym-Episode")
+    if observed.samples_due is not None:
+        notes.append(f"replay: {sum(map(len, observed.samples_due.values()))} samples due, "
+                     f"{republished_samples(observed)} re-published under their own id")
     replayed = observed.replayed_posts
     if replayed:
         notes.append(f"{sum(replayed.values())} form posts re-sent as replays by "

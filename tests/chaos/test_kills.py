@@ -13,12 +13,12 @@ from collections.abc import Callable
 import pytest
 
 from tests.chaos.faults import kill_and_restart
-from tests.chaos.harness import Run, assert_exactly_once, play
+from tests.chaos.harness import Options, Run, assert_exactly_once, play
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos,
               pytest.mark.asyncio(loop_scope="session")]
 
-KINDS = ("browser", "policy", "evaluator", "history", "metrics", "controller")
+KINDS = ("browser", "policy", "evaluator", "history", "metrics", "controller", "replay")
 SEEDS = (1, 2, 3)
 FAST = {("browser", 1), ("policy", 1)}
 CASES = [pytest.param(kind, seed, id=f"{kind}-seed{seed}",
@@ -30,6 +30,7 @@ CASES = [pytest.param(kind, seed, id=f"{kind}-seed{seed}",
 async def test_sigkill_mid_iteration_loses_and_repeats_nothing(
     kind: str, seed: int, chaos_run: Callable[..., Run]
 ) -> None:
-    run = chaos_run(f"SIGKILL {kind} (seed {seed})")
+    # The replay processor joins the run when it is the one killed (its samples checked).
+    run = chaos_run(f"SIGKILL {kind} (seed {seed})", Options(replay=kind == "replay"))
     result = await play(run, kill_and_restart(kind, seed))
     assert_exactly_once(result, run)

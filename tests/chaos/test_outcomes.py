@@ -91,6 +91,22 @@ def test_metrics_counting_other_than_the_scored_episodes_are_wrong() -> None:
     assert tally("s", o).wrong == 4
 
 
+def test_replay_samples_must_be_exactly_the_eligible_steps_republished_ids_are_fine() -> None:
+    o = clean()
+    e0, e1, e2, e3 = sorted(o.episode_task)
+    o.samples_due = {e0: {f"{e0}:0", f"{e0}:1"}, e1: {f"{e1}:0"}, e2: set(), e3: {f"{e3}:0"}}
+    o.samples = {e0: [f"{e0}:0", f"{e0}:1", f"{e0}:0"], e1: [f"{e1}:0"], e3: [f"{e3}:0"]}
+    t = tally("s", o)
+    assert t.wrong == 0 and any("1 re-published under their own id" in n for n in t.notes)
+    o.samples[e1] = []  # a sample the killed processor never published
+    o.samples[e2] = [f"{e2}:3"]  # a step that is not eligible
+    t = tally("s", o)
+    assert t.wrong == 2
+    assert any(f"{e1}: 1 of 1 samples missing" in n for n in t.notes)
+    o.samples_due = None  # no replay processor in the run: nothing to check
+    assert tally("s", o).wrong == 0
+
+
 def test_an_early_end_needs_a_reason() -> None:
     o = clean()
     e0, e1 = sorted(o.episode_task)[:2]
