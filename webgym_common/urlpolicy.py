@@ -22,11 +22,10 @@ names are refused whatever either list says.
 
 `check_url` is the part that needs neither DNS nor the private allowlist (scheme, host,
 metadata names and addresses, url_allowlist). `UrlPolicy.check` is the whole decision;
-the browser pool applies it to every request and WebSocket of a page.
-
-Known limit: the browser resolves a name again when it connects, so a DNS server that
-answers differently the second time (DNS rebinding) can still reach a private address;
-closing that needs a resolving proxy in front of the browser.
+the browser pool applies it to every request and WebSocket of a page. `UrlPolicy.addresses`
+is the same decision returning the judged addresses: the browser's egress proxy
+(producers/browser/egress.py) connects only to those, so a DNS server that answers
+differently the second time (DNS rebinding) cannot move a connection to a private address.
 """
 
 from __future__ import annotations
@@ -239,9 +238,9 @@ class UrlPolicy:
         self.cache_ttl_s = cache_ttl_s
         self.cache_size = cache_size
         self.clock = clock
-        # host -> (expiry, why it is refused or None)
-        self._cache: dict[str, tuple[float, str | None]] = {}
-        self._resolving: dict[str, asyncio.Future[str | None]] = {}
+        # host -> (expiry, why it is refused or None, the addresses it resolved to)
+        self._cache: dict[str, tuple[float, str | None, list[str]]] = {}
+        self._resolving: dict[str, asyncio.Future[tuple[str | None, list[str]]]] = {}
         self.refused = 0
         self.refusals: deque[tuple[str, str]] = deque(maxlen=100)
         self.lookups = 0  # resolver calls (cache misses)
@@ -278,50 +277,81 @@ class UrlPolicy:
             return str(err)
         return None
 
-    async def _check(self, url: str, schemes: Sequence[str]) -> None:
+    async def addresses(self, url: str, schemes: Sequence[str] = WEB_SCHEMES) -> list[str]:
+        """The addresses a connection for `url` may go to: every one was judged, so a name
+        that resolves elsewhere when it is looked up again (DNS rebinding) changes nothing.
+        A privately allowed name is resolved too (the resolving proxy connects by address).
+        Raises UrlRefused as `check` does."""
+        try:
+            t, private = self._allowed_target(url, schemes)
+            if t.ip is not None:
+                return [str(t.ip)]
+            reason, found = await self._judge_name(t, judged=not private)
+            if reason:
+                raise UrlRefused(reason)
+            return found
+        except UrlRefused as err:
+            self._record(url, str(err))
+            raise
+        except Exception as err:  # fail closed
+            self._record(url, f"the URL policy failed: {err!r}")
+            raise UrlRefused(f"the URL policy failed: {err!r}") from err
+
+    def _allowed_target(self, url: str, schemes: Sequence[str]) -> tuple[Target, bool]:
+        """The target and whether it is privately allowed; UrlRefused for what needs no DNS."""
         t = parse_target(url, schemes)
         never_allowed(t)
         if host_matches(t.host, t.port, self.private_allowlist):
-            return
+            return t, True
         if not host_matches(t.host, t.port, self.allowlist):
             raise UrlRefused(f"{t.host} is not in the URL allowlist")
-        if t.ip is None:
-            reason = await self._judge_name(t)
-        else:
-            reason = address_refusal(t.ip)
-            reason = reason and f"{t.host} is {reason}"
-        if reason:
-            raise UrlRefused(reason)
+        if t.ip is not None and (reason := address_refusal(t.ip)):
+            raise UrlRefused(f"{t.host} is {reason}")
+        return t, False
 
-    async def _judge_name(self, t: Target) -> str | None:
-        """Why `t.host` may not be reached (None: every address is public), from the cache
-        while it is fresh; one lookup per host however many requests wait for it."""
-        hit = self._cache.get(t.host)
+    async def _check(self, url: str, schemes: Sequence[str]) -> None:
+        t, private = self._allowed_target(url, schemes)
+        if t.ip is None and not private:
+            reason, _ = await self._judge_name(t)
+            if reason:
+                raise UrlRefused(reason)
+
+    async def _judge_name(self, t: Target, judged: bool = True) -> tuple[str | None, list[str]]:
+        """Why `t.host` may not be reached (None: every address is public) and its addresses,
+        from the cache while it is fresh; one lookup per host however many requests wait for
+        it. `judged=False` (a privately allowed name): only the addresses no list allows."""
+        key = t.host if judged else f"{t.host} (private)"
+        hit = self._cache.get(key)
         if hit is not None and hit[0] > self.clock():
-            return hit[1]
-        pending = self._resolving.get(t.host)
+            return hit[1], hit[2]
+        pending = self._resolving.get(key)
         if pending is None:
-            pending = asyncio.ensure_future(self._lookup(t))
-            self._resolving[t.host] = pending
-            pending.add_done_callback(lambda _: self._resolving.pop(t.host, None))
-        reason = await asyncio.shield(pending)
-        self._cache.pop(t.host, None)
+            pending = asyncio.ensure_future(self._lookup(t, judged))
+            self._resolving[key] = pending
+            pending.add_done_callback(lambda _: self._resolving.pop(key, None))
+        reason, found = await asyncio.shield(pending)
+        self._cache.pop(key, None)
         if len(self._cache) >= self.cache_size:
             self._cache.pop(next(iter(self._cache)))  # the oldest entry
-        self._cache[t.host] = (self.clock() + self.cache_ttl_s, reason)
-        return reason
+        self._cache[key] = (self.clock() + self.cache_ttl_s, reason, found)
+        return reason, found
 
-    async def _lookup(self, t: Target) -> str | None:
+    async def _lookup(self, t: Target, judged: bool) -> tuple[str | None, list[str]]:
         self.lookups += 1
         try:
             addresses = await asyncio.wait_for(
                 self.resolver(t.host, t.port), self.resolve_timeout_s)
         except TimeoutError:
-            return f"{t.host} did not resolve within {self.resolve_timeout_s:g} s"
+            return f"{t.host} did not resolve within {self.resolve_timeout_s:g} s", []
         except OSError as err:
-            return f"{t.host} does not resolve: {err}"
+            return f"{t.host} does not resolve: {err}", []
         try:
-            judge_addresses(t.host, addresses)
+            if judged:
+                judge_addresses(t.host, addresses)
+            else:
+                for a in addresses:
+                    if reason := always_refused(ipaddress.ip_address(a)):
+                        raise UrlRefused(f"{t.host} resolves to {a}, {reason}")
         except UrlRefused as err:
-            return str(err)
-        return None
+            return str(err), []
+        return None, list(addresses)

@@ -2,7 +2,10 @@
 
 The browser is Debian's chromium-headless-shell, never one Playwright downloads. Every
 request and WebSocket of every context goes through the URL policy
-(webgym_common/urlpolicy.py) and a refused one is aborted before it is sent.
+(webgym_common/urlpolicy.py) and a refused one is aborted before it is sent; and every
+connection the browser opens goes through the pool's egress proxy (egress.py), which
+applies the same policy to what the routes cannot see (a redirect's next hop, a worker's
+WebSocket) and connects only to the addresses it judged.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from playwright.async_api import (
     async_playwright,
 )
 
+from producers.browser.egress import EgressProxy
 from webgym_common.config import BrowserSettings, get_settings
 from webgym_common.urlpolicy import SOCKET_SCHEMES, UrlPolicy
 
@@ -38,6 +42,13 @@ _LOCAL_SCHEMES = ("data:", "blob:", "about:")
 WS_POLICY_VIOLATION = 1008
 
 
+def proxy_args(proxy_url: str, private_allowlist: list[str]) -> list[str]:
+    """Chromium's flags for the egress proxy: everything through it, loopback too (Chromium
+    bypasses loopback by default), except the hosts allowed as they are (the sandbox)."""
+    bypass = ";".join(["<-loopback>", *private_allowlist])
+    return [f"--proxy-server={proxy_url}", f"--proxy-bypass-list={bypass}"]
+
+
 class BrowserPool:
     def __init__(
         self, cfg: BrowserSettings, on_browser_lost: Callable[[str], None],
@@ -47,6 +58,7 @@ class BrowserPool:
         self.on_browser_lost = on_browser_lost
         # Without one, the policy of these browser settings with the process's sandbox.
         self.policy = policy or UrlPolicy.for_browser(cfg, get_settings().sandbox_url)
+        self.egress = EgressProxy(self.policy, connect_timeout_s=cfg.navigation_timeout_s)
         self.playwright: Playwright | None = None
         self.browser: Browser | None = None
         self.version = ""
@@ -58,6 +70,7 @@ class BrowserPool:
             raise FileNotFoundError(
                 f"no browser at {self.cfg.executable_path}: apt-get install chromium-headless-shell"
             )
+        await self.egress.start()  # one port for the pool's life: every relaunch uses it
         self.playwright = await async_playwright().start()
         await self._launch()
 
@@ -65,7 +78,8 @@ class BrowserPool:
         assert self.playwright is not None
         browser = await asyncio.wait_for(
             self.playwright.chromium.launch(
-                executable_path=str(self.cfg.executable_path), args=CHROMIUM_ARGS,
+                executable_path=str(self.cfg.executable_path),
+                args=[*CHROMIUM_ARGS, *proxy_args(self.egress.url, self.policy.private_allowlist)],
                 timeout=self.cfg.navigation_timeout_s * 1000,
             ),
             self.cfg.navigation_timeout_s * 2,
@@ -151,6 +165,7 @@ class BrowserPool:
                 pass
         if self.playwright is not None:
             await self.playwright.stop()
+        await self.egress.stop()
 
 
 async def close_quietly(context: BrowserContext | None, timeout_s: float = 5.0) -> bool:

@@ -336,3 +336,27 @@ def test_the_default_settings_allow_the_sandbox_and_refuse_private_addresses() -
     cfg = BrowserSettings(private_allowlist=["{sandbox}", "*.corp"], url_cache_ttl_s=5)
     q = UrlPolicy.for_browser(cfg, "http://10.0.0.9:8000")
     assert q.private_allowlist == ["10.0.0.9:8000", "*.corp"] and q.cache_ttl_s == 5
+
+
+async def test_addresses_are_the_judged_ones_for_the_proxy_to_connect_to() -> None:
+    p, resolver = policy(private=[*SANDBOX, "corp.internal"])
+    assert await p.addresses("https://example.com/") == DNS["example.com"]
+    assert await p.addresses("https://example.com/other") == DNS["example.com"]  # cached
+    assert await p.addresses("http://93.184.215.14/") == ["93.184.215.14"]  # no lookup
+    assert await p.addresses("http://127.0.0.1:18765/") == ["127.0.0.1"]  # the sandbox
+    # A privately allowed name is resolved (the proxy connects by address), not judged...
+    assert await p.addresses("http://corp.internal/") == ["10.1.2.3"]
+    assert resolver.asked == ["example.com", "corp.internal"]
+    # ... and everything else is refused as `check` refuses it, and counted.
+    for url, reason in (("http://split.evil.test/", "split.evil.test resolves to 10.0.0.7"),
+                        ("http://127.0.0.2/", "127.0.0.2 is a loopback address"),
+                        ("http://nowhere.test/", "nowhere.test does not resolve")):
+        with pytest.raises(UrlRefused, match=reason):
+            await p.addresses(url)
+    assert p.refused == 3
+
+
+async def test_a_privately_allowed_name_still_never_reaches_metadata_addresses() -> None:
+    p, _ = policy(private=["metadata.evil.test"])
+    with pytest.raises(UrlRefused, match="169.254.169.254"):
+        await p.addresses("http://metadata.evil.test/")
