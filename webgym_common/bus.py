@@ -9,7 +9,8 @@ topic with the reason and count as finished; the consumer moves on.
 This is how a process that folds one input into its compacted output topic (history,
 metrics), and every producer and reader, talks to Kafka; processors that join several
 co-partitioned inputs into table state are faust apps (webgym_common.faust_app).
-`dead_letter()` builds the dead letter for both.
+The clients' settings are in webgym_common.kafka_clients, the dead letters (made for both,
+once per record and group) in webgym_common.deadletters.
 """
 
 from __future__ import annotations
@@ -18,107 +19,21 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import Settings
-from webgym_common.events import DeadLetter, Event
+from webgym_common.deadletters import LetterIndex, RawRecord, SourceRecord, dead_letter
+from webgym_common.events import Event
+from webgym_common.kafka_clients import make_consumer, make_producer
 from webgym_common.offsets import OffsetHolds
 from webgym_common.topics import Topic, misplaced, topic_name
 
 log = logging.getLogger(__name__)
-
-
-def make_producer(settings: Settings, client_id: str = "webgym") -> AIOKafkaProducer:
-    k = settings.kafka
-    return AIOKafkaProducer(
-        bootstrap_servers=k.bootstrap_servers,
-        client_id=client_id,
-        acks="all",
-        enable_idempotence=True,
-        compression_type=None if k.compression == "none" else k.compression,
-        linger_ms=k.linger_ms,
-        max_request_size=k.max_request_size,
-        request_timeout_ms=k.request_timeout_ms,
-    )
-
-
-def make_consumer(
-    settings: Settings, topics: Iterable[str], group_id: str | None, client_id: str = "webgym"
-) -> AIOKafkaConsumer:
-    k = settings.kafka
-    return AIOKafkaConsumer(
-        *topics,
-        bootstrap_servers=k.bootstrap_servers,
-        client_id=client_id,
-        group_id=group_id,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        session_timeout_ms=k.session_timeout_ms,
-        heartbeat_interval_ms=k.heartbeat_interval_ms,
-        max_poll_interval_ms=k.max_poll_interval_ms,
-        request_timeout_ms=k.request_timeout_ms,
-        # Only read what idempotent/transactional producers have committed.
-        isolation_level="read_committed",
-    )
-
-
-class SourceRecord(Protocol):
-    """Where a message came from: an aiokafka ConsumerRecord or a faust Message."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
-    @property
-    def key(self) -> bytes | None: ...
-    @property
-    def value(self) -> bytes | None: ...
-
-
-@dataclass(frozen=True)
-class RawRecord:
-    """A SourceRecord made from a decoded event (to dead-letter what decoded but is refused)."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-
-
-# What a dead letter keeps of the poison: enough to see what it was, small enough to publish.
-DEAD_LETTER_RAW_BYTES = 256 * 1024
-
-
-def dead_letter(record: SourceRecord, error: str, group_id: str | None) -> DeadLetter:
-    """The DLQ's record of a message nobody could handle; publish it keyed by its source topic.
-
-    The one place a dead letter is made (and logged), for the bus and the faust apps.
-    """
-    log.warning(
-        "dead-lettered %s[%d]@%d: %s", record.topic, record.partition, record.offset, error
-    )
-    raw = record.value or b""
-    if len(raw) > DEAD_LETTER_RAW_BYTES:
-        error = f"{error} [raw value cut to its first {DEAD_LETTER_RAW_BYTES} of {len(raw)} bytes]"
-        raw = raw[:DEAD_LETTER_RAW_BYTES]
-    return DeadLetter(
-        source_topic=record.topic,
-        source_partition=record.partition,
-        source_offset=record.offset,
-        source_key=record.key,
-        raw_value=raw,
-        error=error,
-        consumer_group=group_id,
-    )
 
 
 class EventProducer:
@@ -236,6 +151,7 @@ class EventConsumer:
         self.consumer = make_consumer(settings, [], group_id, client_id)
         self.listener = _Forget(self, listener)
         self.dead_lettered = 0
+        self.letters = LetterIndex(settings, self.codec, group_id)
         # Ours: every record returned is held until `commit`; the caller's: it marks them.
         self.offsets = offsets or OffsetHolds()
         self.tracks_offsets = offsets is None and group_id is not None
@@ -319,8 +235,9 @@ class EventConsumer:
                     why := misplaced(record.topic, type(event).__name__)) is not None:
                 raise DecodeError(why)
         except DecodeError as err:
-            await self.producer.dead_letter(record, str(err), self.group_id)
-            self.dead_lettered += 1
+            if await self.letters.first(record.topic, record.partition, record.offset):
+                await self.producer.dead_letter(record, str(err), self.group_id)
+                self.dead_lettered += 1
             await self.on_skip(tp, record.offset)
             return None
         if self.tracks_offsets and tp in self.consumer.assignment():
@@ -332,8 +249,9 @@ class EventConsumer:
 
     async def refuse(self, received: Received, error: str) -> None:
         """Dead-letter an event that decoded but that no process may act on (commit it after)."""
-        await self.producer.refuse(received, error, self.group_id)
-        self.dead_lettered += 1
+        if await self.letters.first(received.topic, received.partition, received.offset):
+            await self.producer.refuse(received, error, self.group_id)
+            self.dead_lettered += 1
 
     async def commit(self, received: Received) -> None:
         """The event is handled: commit its partition as far as nothing before is pending."""

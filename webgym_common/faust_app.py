@@ -41,9 +41,9 @@ from typing import Any, TypeVar, cast
 import faust
 from faust.serializers import codecs
 
-from webgym_common.bus import SourceRecord, dead_letter
 from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import KafkaSettings, Settings
+from webgym_common.deadletters import LetterIndex, SourceRecord, dead_letter
 from webgym_common.events import Event
 from webgym_common.lifecycle import mark_ready
 from webgym_common.offsets import OffsetHolds
@@ -167,11 +167,15 @@ def decode_error(event: faust.EventT) -> str | None:
 DeadLetters = Callable[[SourceRecord, str], Awaitable[None]]
 
 
-def dlq_sender(app: faust.App, kafka: KafkaSettings) -> DeadLetters:
-    """`await send(message, error)`: dead-letter a message and wait for the broker's ack."""
-    dlq = faust_topic(app, kafka, Topic.DLQ)
+def dlq_sender(app: faust.App, settings: Settings) -> DeadLetters:
+    """`await send(message, error)`: dead-letter a message and wait for the broker's ack
+    (once per record and group: a restart's re-delivery has its letter already)."""
+    dlq = faust_topic(app, settings.kafka, Topic.DLQ)
+    letters = LetterIndex(settings, Codec(), app.conf.id)
 
     async def send(message: SourceRecord, error: str) -> None:
+        if not await letters.first(message.topic, message.partition, message.offset):
+            return
         letter = dead_letter(message, error, app.conf.id)
         await (await dlq.send(key=letter.source_topic.encode(), value=letter))
 

@@ -49,9 +49,9 @@ from processors.evaluator.judge import make_judge
 from processors.evaluator.outbox import Effects, Outbox, rewind_uncommitted
 from processors.evaluator.reward import RULES_VERSION, evaluate
 from processors.evaluator.trajectory import build_episode, steps_in
-from webgym_common.bus import dead_letter
 from webgym_common.codec import Codec
 from webgym_common.config import Settings
+from webgym_common.deadletters import dead_letter
 from webgym_common.events import EpisodeCompleted, Event, utc_now
 from webgym_common.faust_app import (
     FirstReads,

@@ -37,8 +37,8 @@ from aiokafka.errors import KafkaError
 from faust.types import TP
 
 from processors.evaluator.decisions import lagging
-from webgym_common.bus import make_consumer
 from webgym_common.config import Settings
+from webgym_common.kafka_clients import make_consumer
 from webgym_common.readers import any_record
 
 log = logging.getLogger(__name__)

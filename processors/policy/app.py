@@ -92,7 +92,7 @@ def build_app(settings: Settings) -> faust.App:
     sources = [Topic.EPISODES, Topic.EPISODES_COMPLETED, Topic.OBSERVATIONS]
     episodes, completed, observations = (faust_topic(app, k, t) for t in sources)
     actions = faust_topic(app, k, Topic.ACTIONS)
-    dead_letters = dlq_sender(app, k)
+    dead_letters = dlq_sender(app, settings)
     contexts = faust_table(app, k, StateTable.POLICY_CONTEXTS)  # episode_id -> entry JSON
     ended_ttl_ms = specs[Topic.OBSERVATIONS].retention_ms  # as long as they can be re-read
     acks = InOrderAcks()

@@ -20,10 +20,10 @@ from collections.abc import Callable, Collection, Iterable
 
 from aiokafka import TopicPartition
 
-from webgym_common.bus import make_consumer
 from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted
+from webgym_common.kafka_clients import make_consumer
 from webgym_common.topics import Topic, topic_name
 
 log = logging.getLogger(__name__)

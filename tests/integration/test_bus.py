@@ -18,7 +18,7 @@ from webgym_common.codec import SINGLE_OBJECT_MAGIC, Codec
 from webgym_common.config import Settings
 from webgym_common.events import DeadLetter, StepObserved
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
-from webgym_common.readers import read_events
+from webgym_common.readers import read_compacted, read_events, read_to_end
 from webgym_common.topics import Topic, all_topic_specs, topic_name, topic_specs
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -181,9 +181,34 @@ async def test_a_consumer_killed_after_a_dead_letter_reads_the_good_events_befor
                 if received.event == after:
                     break
     # The good events before the poison come again (none was lost); so does the poison,
-    # whose commit waited for them (dead-lettered again: at least once).
+    # whose commit waited for them: its letter is in the DLQ already, so none is written.
     assert reread == [*before, after]
-    assert again.dead_lettered == 1
+    assert again.dead_lettered == 0
+    letters = await dlq_letters(settings, producer)
+    assert [(d.source_topic, d.consumer_group) for d in letters] == [(topic, group)]
+
+
+async def test_readers_without_a_group_dead_letter_a_poison_once_however_often_they_read_it(
+    settings: Settings, producer: EventProducer
+) -> None:
+    # Table readers (the task catalog, a trainer's replay) read every record at each start.
+    await producer.publish(Topic.TASKS, "t1", sample_event("Task"))
+    await producer.publish_raw(producer.topic(Topic.TASKS), b"t2", b"\x00poison")
+    for _ in range(3):
+        table = await read_compacted(settings, Topic.TASKS, producer)
+        assert list(table) == ["t1"]
+    letters = await dlq_letters(settings, producer)
+    assert [(d.source_topic, d.raw_value, d.consumer_group) for d in letters] == [
+        (producer.topic(Topic.TASKS), b"\x00poison", None)]
+    # A group reading the same topic writes its own letter (it must skip the record too).
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    async with EventConsumer(settings, [Topic.TASKS], group, producer) as consumer:
+        async with asyncio.timeout(30):
+            await anext(consumer.events())
+            while consumer.dead_lettered == 0:  # noqa: ASYNC110 (the next poll reads it)
+                await consumer.poll(200)
+    letters = await dlq_letters(settings, producer)
+    assert sorted(map(str, (d.consumer_group for d in letters))) == sorted(["None", group])
 
 
 async def test_an_aborted_transactions_records_are_no_ones_outcomes(
@@ -216,3 +241,8 @@ async def test_an_aborted_transactions_records_are_no_ones_outcomes(
     read = [r.event.event_id for r in await read_events(
         settings, Topic.EPISODES_SCORED, 1, producer, timeout_s=30)]
     assert aborted.event_id not in read
+
+
+async def dlq_letters(settings: Settings, producer: EventProducer) -> list[DeadLetter]:
+    async with EventConsumer(settings, [Topic.DLQ], None, producer, any_type=True) as c:
+        return [r.event for r in await read_to_end(c) if isinstance(r.event, DeadLetter)]

@@ -22,7 +22,7 @@ from aiokafka.partitioner import murmur2
 from producers.drive_reference import episode_request
 from tests.support.hand_fed import watch_episodes
 from tests.support.launch import PipelineProcess
-from webgym_common.bus import EventConsumer, EventProducer, make_consumer
+from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
@@ -34,6 +34,7 @@ from webgym_common.events import (
     Viewport,
     utc_now,
 )
+from webgym_common.kafka_clients import make_consumer
 from webgym_common.objectstore import ObjectStore
 from webgym_common.readers import read_to_end
 from webgym_common.tasks import read_task_file

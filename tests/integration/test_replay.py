@@ -18,7 +18,7 @@ from processors.policy.policies import prompt_blob
 from processors.replay import replay_scored_episodes
 from tests.factories import sample_event
 from tests.support.launch import PipelineProcess
-from webgym_common.bus import EventConsumer, EventProducer, Received, make_consumer
+from webgym_common.bus import EventConsumer, EventProducer, Received
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import (
     ChatMessage,
@@ -28,6 +28,7 @@ from webgym_common.events import (
     ReplaySample,
     TrajectoryStep,
 )
+from webgym_common.kafka_clients import make_consumer
 from webgym_common.objectstore import ObjectStore
 from webgym_common.prompts import EpisodeContext, StepRecord, build_messages
 from webgym_common.readers import read_to_end

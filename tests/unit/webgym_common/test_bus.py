@@ -10,9 +10,10 @@ from aiokafka.structs import OffsetAndMetadata
 
 from tests.factories import sample_event
 from webgym_common import bus
-from webgym_common.bus import DEAD_LETTER_RAW_BYTES, EventConsumer, dead_letter
+from webgym_common.bus import EventConsumer
 from webgym_common.codec import Codec
 from webgym_common.config import load_settings
+from webgym_common.deadletters import DEAD_LETTER_RAW_BYTES, dead_letter
 from webgym_common.offsets import OffsetHolds
 
 
@@ -98,6 +99,7 @@ def consumer_over(monkeypatch: pytest.MonkeyPatch) -> Over:
         monkeypatch.setattr(bus, "make_consumer", lambda *args: kafka)
         consumer = EventConsumer(load_settings(), [], "g", FakeProducer(),  # type: ignore[arg-type]
                                  offsets=offsets)
+        consumer.letters.letters = {}  # an empty DLQ, without reading one
         return consumer, kafka
 
     return make
