@@ -232,20 +232,25 @@ def test_a_first_event_past_the_committed_offset_skipped_the_start() -> None:
     assert not skipped_start(7, committed=None)  # nothing committed: nothing to compare
 
 
+class SeekingApp:
+    """A faust app whose consumer only records its seeks."""
+
+    def __init__(self) -> None:
+        self.seeks: list[tuple[Any, int]] = []
+        self.consumer = self
+
+    async def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
 async def test_first_reads_seek_a_partition_back_until_its_start_arrives() -> None:
-    seeks: list[tuple[Any, int]] = []
-
-    class Consumer:
-        async def seek(self, tp: Any, offset: int) -> None:
-            seeks.append((tp, offset))
-
-    class App:
-        consumer = Consumer()
+    app = SeekingApp()
+    seeks = app.seeks
 
     def event(partition: int, offset: int) -> Any:
         return AckedEvent(AckedMessage("t.obs", partition, offset, []))
 
-    reads = FirstReads(App(), tries=2)  # type: ignore[arg-type]
+    reads = FirstReads(app, tries=2)  # type: ignore[arg-type]
     reads.starting_at({("t.obs", 0): 6, ("t.obs", 1): 3})
     assert await reads.check(event(0, 7))  # 6 never came: read again from 6
     assert not await reads.check(event(1, 3))  # the start itself: nothing to do
@@ -260,16 +265,8 @@ async def test_typed_events_show_first_reads_the_poison_they_dead_letter() -> No
     # A poison record at the committed offset is the partition's start: were it hidden from
     # FirstReads, the next event would look past the start, and the seek back would
     # dead-letter the poison again.
-    seeks: list[tuple[Any, int]] = []
-
-    class Consumer:
-        async def seek(self, tp: Any, offset: int) -> None:
-            seeks.append((tp, offset))
-
-    class App:
-        consumer = Consumer()
-
-    reads = FirstReads(App())  # type: ignore[arg-type]
+    app = SeekingApp()
+    reads = FirstReads(app)  # type: ignore[arg-type]
     reads.starting_at({("t7.observations", 2): 0})
     letters: list[str] = []
 
@@ -281,4 +278,4 @@ async def test_typed_events_show_first_reads_the_poison_they_dead_letter() -> No
     for item in stream.items:
         item.message.partition = 2
     got = [v async for _, v in typed_events(stream, dead_letters, StepObserved, reads)]
-    assert got == [obs] and letters == ["bad bytes"] and seeks == []
+    assert got == [obs] and letters == ["bad bytes"] and app.seeks == []
