@@ -10,12 +10,14 @@ is the catalog the controller samples from.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
@@ -39,12 +41,30 @@ class LoadReport:
     loaded: list[Task] = field(default_factory=list)
     bad: list[BadLine] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)  # task ids seen on more than one line
+    lines: int = 0
+    seconds: float = 0.0
+
+    @property
+    def lines_per_s(self) -> float:
+        return self.lines / self.seconds if self.seconds > 0 else 0.0
 
 
-async def load_tasks(path: Path, producer: Publisher) -> LoadReport:
-    """Validate a task file and publish its good lines to webgym.tasks (key: task_id)."""
-    tasks, bad = read_task_file(path)
-    report = LoadReport(path, bad=bad)
+async def load_tasks(path: Path, producer: Publisher, progress: Progress | None = None
+                     ) -> LoadReport:
+    """Validate a task file and publish its good lines to webgym.tasks (key: task_id);
+    `progress` gets a bar for reading (bytes) and one for publishing (tasks)."""
+    started = time.perf_counter()
+    report = LoadReport(path)
+    size = (await asyncio.to_thread(path.stat)).st_size
+    reading = progress.add_task("reading", total=size) if progress is not None else None
+
+    def on_lines(lines: int, done: int) -> None:
+        report.lines = lines
+        if progress is not None and reading is not None:
+            progress.update(reading, completed=done, description=f"reading: {lines:,} lines")
+
+    # In a thread: a 300k-line file takes seconds, and the loop keeps the producer alive.
+    tasks, report.bad = await asyncio.to_thread(read_task_file, path, on_lines)
     # A task id repeated in the file: the last line wins, as it would on the topic.
     # Deduplicating first means concurrent publishes never race on one key.
     latest: dict[str, Task] = {}
@@ -53,9 +73,14 @@ async def load_tasks(path: Path, producer: Publisher) -> LoadReport:
             report.duplicates.append(task.task_id)
         latest[task.task_id] = task
     report.loaded = list(latest.values())
+    publishing = (progress.add_task("publishing", total=len(report.loaded))
+                  if progress is not None else None)
     for start in range(0, len(report.loaded), PUBLISH_BATCH):
         batch = report.loaded[start : start + PUBLISH_BATCH]
         await asyncio.gather(*(producer.publish(Topic.TASKS, t.task_id, t) for t in batch))
+        if progress is not None and publishing is not None:
+            progress.advance(publishing, len(batch))
+    report.seconds = time.perf_counter() - started
     return report
 
 
@@ -73,11 +98,16 @@ def print_load_report(report: LoadReport, topic: str, console: Console) -> None:
             f"(the last line wins):[/yellow] {escape(shown)}")
     say(f"loaded {len(report.loaded)} tasks into {escape(topic)}; "
         f"skipped {len(report.bad)} bad lines")
+    if report.seconds:
+        say(f"{report.lines:,} lines in {report.seconds:.1f} s "
+            f"({report.lines_per_s:,.0f} lines/s)")
 
 
 async def run_tasks_load(settings: Settings, path: Path, console: Console) -> LoadReport:
     async with EventProducer(settings, client_id="catalog") as producer:
-        report = await load_tasks(path, producer)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console, transient=True) as progress:
+            report = await load_tasks(path, producer, progress)
         print_load_report(report, producer.topic(Topic.TASKS), console)
     return report
 

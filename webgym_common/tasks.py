@@ -2,13 +2,25 @@
 
 A bad line is reported with its number and reason and skipped; the rest load.
 Fields the schema does not know are kept in `extra_json` so nothing is lost.
+
+WebGym's own task files load unchanged (`normalise`): `task_id` an integer or absent
+(then a stable id from the task's content, so a resumed run finds the same task again),
+`website` without a scheme (https:// is added), `evaluator_reference` as a string, a
+list of strings, a list of `{description, difficulty}` objects or fact groups
+`{id, description, facts}` (each becomes fact groups: one criterion per string or
+description), `definite_answer` null, optional `attempt_level` and `_trajectory_index`
+(kept in extra_json). A file's repeated tasks, the same (subdomain, website, difficulty,
+task_name) as WebGym deduplicates them, are reported and skipped.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -16,6 +28,8 @@ from webgym_common.config import Band
 from webgym_common.events import Task
 
 _TASK_FIELDS = set(Task.model_fields) - {"event_id", "produced_at", "schema_version"}
+# What makes two lines the same task (WebGym drops such repeats); also a derived id's input.
+DEDUP_FIELDS = ("subdomain", "website", "difficulty", "task_name")
 
 
 class TaskLineError(ValueError):
@@ -28,6 +42,54 @@ class BadLine:
     reason: str
 
 
+def derived_task_id(raw: dict[str, Any]) -> str:
+    """A stable id for a task without one: the digest of what makes it the same task."""
+    key = json.dumps([raw.get(k) for k in DEDUP_FIELDS], sort_keys=True, default=str)
+    return "t-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def fact_groups(reference: Any) -> list[dict[str, Any]]:
+    """Any of WebGym's evaluator_reference shapes as fact groups {id, description, facts}."""
+    if reference is None:
+        return []
+    if isinstance(reference, str):
+        return [{"id": 1, "description": "", "facts": [reference]}] if reference.strip() else []
+    if not isinstance(reference, list):
+        raise TaskLineError("evaluator_reference: expected a string, a list of strings, of "
+                            f"{{description, difficulty}} or of fact groups, got "
+                            f"{type(reference).__name__}")
+    groups = []
+    for n, item in enumerate(reference, 1):
+        if isinstance(item, str):
+            groups.append({"id": n, "description": "", "facts": [item]})
+        elif isinstance(item, dict) and "facts" in item:
+            groups.append(item)  # a fact group as it is (validated with the Task)
+        elif isinstance(item, dict) and isinstance(item.get("description"), str):
+            groups.append({"id": n, "description": item["description"],
+                           "facts": [item["description"]]})
+        else:
+            raise TaskLineError(f"evaluator_reference[{n - 1}]: expected a string, "
+                                f"{{description, difficulty}} or {{id, description, facts}}")
+    return groups
+
+
+def normalise(raw: dict[str, Any]) -> dict[str, Any]:
+    """WebGym's accepted variants of a task line as this project's Task fields."""
+    out = dict(raw)
+    task_id = out.get("task_id")
+    if task_id is None:  # absent or null (a blank string is an error, not an absence)
+        out["task_id"] = derived_task_id(raw)
+    elif isinstance(task_id, int) and not isinstance(task_id, bool):
+        out["task_id"] = str(task_id)
+    website = out.get("website")
+    if isinstance(website, str) and website and "://" not in website and (
+            not website.startswith("{")):  # "{sandbox}/shop/" is ours
+        out["website"] = "https://" + website
+    if "evaluator_reference" in out:
+        out["evaluator_reference"] = fact_groups(out["evaluator_reference"])
+    return out
+
+
 def parse_task_line(line: str) -> Task:
     try:
         raw = json.loads(line)
@@ -35,6 +97,7 @@ def parse_task_line(line: str) -> Task:
         raise TaskLineError(f"not JSON: {err.msg} at column {err.colno}") from None
     if not isinstance(raw, dict):
         raise TaskLineError(f"expected a JSON object, got {type(raw).__name__}")
+    raw = normalise(raw)
     known = {k: v for k, v in raw.items() if k in _TASK_FIELDS}
     extra = {k: v for k, v in raw.items() if k not in _TASK_FIELDS}
     if extra:
@@ -50,17 +113,44 @@ def parse_task_line(line: str) -> Task:
     return task
 
 
-def read_task_file(path: Path) -> tuple[list[Task], list[BadLine]]:
+def dedup_key(task: Task) -> tuple[Any, ...]:
+    return (task.subdomain, task.website, task.difficulty, task.task_name)
+
+
+def read_task_file(path: Path, on_lines: Callable[[int, int], None] | None = None
+                   ) -> tuple[list[Task], list[BadLine]]:
+    """The file's tasks and its bad lines (repeated tasks are bad lines saying so).
+    `on_lines(lines, bytes)` is told how far the read got, every 1000 lines and at the end."""
     tasks, bad = [], []
-    with path.open(encoding="utf-8", errors="replace") as src:
-        for number, line in enumerate(src, 1):
-            if not line.strip():
-                continue
-            try:
-                tasks.append(parse_task_line(line))
-            except TaskLineError as err:
-                bad.append(BadLine(number, str(err)))
+    first_line: dict[tuple[Any, ...], int] = {}
+    number, done = 0, 0
+    for number, line, done in _lines(path):
+        if on_lines is not None and number % 1000 == 0:
+            on_lines(number, done)
+        if not line.strip():
+            continue
+        try:
+            task = parse_task_line(line)
+        except TaskLineError as err:
+            bad.append(BadLine(number, str(err)))
+            continue
+        if (seen := first_line.setdefault(dedup_key(task), number)) != number:
+            bad.append(BadLine(number, f"a repeat of line {seen} (the same subdomain, "
+                                       "website, difficulty and task_name)"))
+            continue
+        tasks.append(task)
+    if on_lines is not None:
+        on_lines(number, done)
     return tasks, bad
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str, int]]:
+    """(line number, text, bytes read so far)."""
+    done = 0
+    with path.open("rb") as src:
+        for number, raw in enumerate(src, 1):
+            done += len(raw)
+            yield number, raw.decode("utf-8", errors="replace"), done
 
 
 def band_of(difficulty: int) -> Band:

@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import Progress
 
 from producers.catalog import load_tasks, print_load_report
 from webgym_common.events import Event, Task
@@ -67,7 +68,13 @@ async def test_200_bad_lines_are_reported_by_number_and_every_good_line_loads(
     path.write_text("\n".join(lines) + "\n")
 
     producer = FakeProducer()
-    report = await load_tasks(path, producer)
+    shown = Console(record=True, width=200)
+    with Progress(console=shown) as progress:
+        report = await load_tasks(path, producer, progress)
+    bars = {t.description.split(":")[0]: t for t in progress.tasks}
+    assert bars["reading"].completed == path.stat().st_size
+    assert bars["publishing"].completed == bars["publishing"].total == 300
+    assert report.lines == len(kinds) and report.lines_per_s > 0
 
     assert [b.line_number for b in report.bad] == bad_numbers
     assert len(report.bad) == 200 and all(b.reason for b in report.bad)
@@ -82,6 +89,7 @@ async def test_200_bad_lines_are_reported_by_number_and_every_good_line_loads(
     for number in bad_numbers:
         assert f"{path}:{number}: skipped:" in text
     assert "loaded 300 tasks into webgym.tasks; skipped 200 bad lines" in text
+    assert f"{len(kinds)} lines in " in text and "lines/s)" in text
 
 
 async def test_a_repeated_task_id_loads_once_with_its_last_line(tmp_path: Path) -> None:
