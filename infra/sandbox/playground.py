@@ -14,6 +14,9 @@ status changes) so tests in coordinates mode can aim at the centre of a mark's b
   `Scroll [N]` can target it in set-of-marks mode.
 - "Next page" (link): /playground/next, for GoBack; "Jump to tall section" (link): #tall, for
   GoBack within the page.
+- /playground/covered: "Covered button" lies under a fixed cookie banner (`#cookie-banner`)
+  that takes its clicks until its "Accept cookies" button removes it, as real sites' banners
+  and MiniWoB's start overlay do; clicking the covered button sets "Covered button clicked".
 
 The statuses live in a fixed bar at the bottom of the viewport (pointer-events: none, so it
 never covers a target) and are plain text, so they show in screenshots and aria snapshots.
@@ -108,6 +111,32 @@ async def playground(request: web.Request) -> web.Response:
     return _page("Action playground", body, _SCRIPT)
 
 
+_COVER_CSS = """
+.pg-banner{position:fixed;left:0;top:0;right:0;bottom:0;background:rgba(20,20,40,.55);
+  display:flex;align-items:flex-start;justify-content:center;padding-top:220px}
+.pg-banner div{background:#fff;padding:16px 24px;border-radius:6px}
+"""
+_COVER_SCRIPT = """
+document.getElementById('accept').addEventListener('click', function () {
+  document.getElementById('cookie-banner').remove();
+});
+document.getElementById('covered').addEventListener('click', function () {
+  document.getElementById('cover-status').textContent = 'Covered button clicked';
+});
+"""
+
+
+async def covered(request: web.Request) -> web.Response:
+    body = (
+        f"<style>{_COVER_CSS}</style><h1>Covered</h1>"
+        '<div class="pg-row"><button id="covered" type="button">Covered button</button></div>'
+        '<p id="cover-status" role="status">Covered button idle</p>'
+        '<div id="cookie-banner" class="pg-banner"><div>We use cookies. '
+        '<button id="accept" type="button">Accept cookies</button></div></div>'
+    )
+    return _page("Covered", body, _COVER_SCRIPT)
+
+
 async def echo(request: web.Request) -> web.Response:
     text = request.query.get("text", "")
     body = (f"<h1>Echo</h1><p>You typed: {esc(text)}</p>"
@@ -131,4 +160,5 @@ def routes() -> list[web.RouteDef]:
         web.get("/playground", _to_root),
         web.get("/playground/echo", echo),
         web.get("/playground/next", next_page),
+        web.get("/playground/covered", covered),
     ]

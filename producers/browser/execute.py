@@ -29,6 +29,11 @@ class ActionFailed(Exception):
     pass
 
 
+# A marked element still covered after this long is reported as covered (Playwright's own
+# retries would wait the whole action timeout, 10 s by default).
+COVER_CHECK_S = 2.0
+
+
 @dataclass(frozen=True)
 class _Env:
     """What a handler acts on."""
@@ -68,9 +73,39 @@ def _by_mark(a: ParsedAction) -> bool:
     return a.mode == InteractionMode.SET_OF_MARKS
 
 
+def intercepting(playwright_error: str) -> str | None:
+    """The element that takes a target's pointer events, from Playwright's call log
+    ("<div id="cover">…</div> intercepts pointer events"); None if none did."""
+    found = None
+    for line in playwright_error.splitlines():
+        line = line.strip().removeprefix("- ").strip()
+        if line.endswith("intercepts pointer events"):
+            found = line.removesuffix("intercepts pointer events").strip()
+    return found[:200] if found else None
+
+
+async def _pointer(env: _Env, a: ParsedAction, act: Callable[[Locator, float], Awaitable[None]]
+                   ) -> None:
+    """Click or hover a marked element. A covered one (a cookie banner, a modal, a start
+    overlay) fails after COVER_CHECK_S, naming what covers it, instead of Playwright's
+    retries for the whole action timeout; nothing is clicked until the target is hit."""
+    loc = _element(env, a.element)
+    first = min(COVER_CHECK_S * 1000, env.timeout_ms)
+    try:
+        await act(loc, first)
+        return
+    except PlaywrightError as err:
+        if (cover := intercepting(str(err))) is not None:
+            raise ActionFailed(f"[{a.element}] is covered by {cover}, which takes its "
+                               "clicks: act on that element first") from None
+        if env.timeout_ms <= first:
+            raise
+    await act(loc, env.timeout_ms - first)  # not covered, only not ready yet
+
+
 async def _click(env: _Env, a: ParsedAction) -> str:
     if _by_mark(a):
-        await _element(env, a.element).click(timeout=env.timeout_ms)
+        await _pointer(env, a, lambda loc, ms: loc.click(timeout=ms))
     else:
         await env.page.mouse.click(*_point(env.cfg, a))
     return "clicked"
@@ -78,7 +113,7 @@ async def _click(env: _Env, a: ParsedAction) -> str:
 
 async def _hover(env: _Env, a: ParsedAction) -> str:
     if _by_mark(a):
-        await _element(env, a.element).hover(timeout=env.timeout_ms)
+        await _pointer(env, a, lambda loc, ms: loc.hover(timeout=ms))
     else:
         await env.page.mouse.move(*_point(env.cfg, a))
     return "hovered"

@@ -299,3 +299,30 @@ async def test_goback_after_an_in_page_link(
         assert status(obs, "Window scrollY") == 0
         assert obs.action_effect == "went back"
         await finish(ep, "back")
+
+
+async def test_a_covered_element_fails_naming_its_cover_and_works_once_it_is_gone(
+    pg_settings: Settings, pg_producer: EventProducer, worker: None
+) -> None:
+    ep = HandFedEpisode(pg_settings, pg_producer, f"{pg_settings.sandbox_url}/playground/covered",
+                        mode="set_of_marks", max_steps=10)
+    try:
+        obs = await ep.start()
+        assert shows(obs, "Covered button idle")
+        # Playwright would retry for the whole action timeout; the worker reports the cover
+        # (it is the one thing the agent must act on first) after its short check instead.
+        obs = await ep.act(f"Click [{target(obs, 'set_of_marks', 'button', 'Covered button')}]")
+        assert obs.error and "is covered by" in obs.error and "cookie-banner" in obs.error, (
+            obs.error)
+        assert shows(obs, "Covered button idle")  # nothing was clicked
+        obs = await ep.act(f"Click [{target(obs, 'set_of_marks', 'button', 'Accept cookies')}]")
+        ok(obs, "clicked")
+        obs = await ep.act(f"Click [{target(obs, 'set_of_marks', 'button', 'Covered button')}]")
+        ok(obs, "clicked")
+        assert shows(obs, "Covered button clicked")
+        await finish(ep, "clicked it")
+    finally:
+        if ep.observations and not ep.completions:
+            with contextlib.suppress(Exception):
+                await ep.send_only("ANSWER [the test stopped early]")
+        await ep.close()

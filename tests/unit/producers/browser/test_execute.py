@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from producers.browser.execute import HANDLERS, ActionFailed, _act
+from producers.browser.execute import HANDLERS, ActionFailed, _act, intercepting
 from webgym_common.actions import ACTIONS, ActionKind, parse_action
 from webgym_common.config import BrowserSettings
 from webgym_common.events import Mark, ParsedAction
@@ -92,3 +92,22 @@ async def test_invalid_and_unknown_actions_fail() -> None:
         await run("Fly [3]")
     with pytest.raises(ActionFailed, match="unknown action kind Select"):
         await _act(Session(), Recorder(), ParsedAction(kind="Select"), CFG)  # type: ignore[arg-type]
+
+
+def test_the_element_taking_a_targets_clicks_is_read_from_playwrights_call_log() -> None:
+    log = """Locator.click: Timeout 2000ms exceeded.
+Call log:
+  - waiting for locator("aria-ref=e12")
+  - attempting click action
+    2 x waiting for element to be visible, enabled and stable
+      - element is visible, enabled and stable
+      - scrolling into view if needed
+      - done scrolling
+      - <div id="cookie-banner" class="pg-banner">…</div> intercepts pointer events
+    - retrying click action
+      - <div id="sync-task-cover">START</div> intercepts pointer events"""
+    assert intercepting(log) == '<div id="sync-task-cover">START</div>'
+    frame = "  - <p>hi</p> from <iframe name=\"x\"></iframe> subtree intercepts pointer events"
+    assert intercepting(frame) == '<p>hi</p> from <iframe name="x"></iframe> subtree'
+    assert intercepting("Locator.click: Timeout 2000ms exceeded.\n  - element is not visible") \
+        is None
