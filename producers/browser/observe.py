@@ -33,10 +33,35 @@ BLOCK_PATTERNS = re.compile(
 )
 
 
+_INLINE_TEXT = re.compile(r"\]: (?P<text>.+)$")
+UNNAMED_TEXT_CHARS = 80
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def text_of(lines: list[str], i: int) -> str:
+    """A name for an element the snapshot leaves unnamed (a clickable div, MiniWoB's START
+    overlay): its inline text, else its first descendant's name or text."""
+    if found := _INLINE_TEXT.search(lines[i]):
+        return found["text"].strip().strip("'\"")[:UNNAMED_TEXT_CHARS]
+    for line in lines[i + 1:]:
+        if _indent(line) <= _indent(lines[i]):
+            break
+        child = _LINE.match(line)
+        if child and child["name"]:
+            return child["name"][:UNNAMED_TEXT_CHARS]
+        if found := _INLINE_TEXT.search(line) or re.search(r"- text: (?P<text>.+)$", line):
+            return found["text"].strip().strip("'\"")[:UNNAMED_TEXT_CHARS]
+    return ""
+
+
 def parse_marks(tree: str, max_marks: int) -> list[Mark]:
     """Number the interactive, visible elements of an aria snapshot (mode="ai", boxes=True)."""
     marks: list[Mark] = []
-    for line in tree.splitlines():
+    lines = tree.splitlines()
+    for i, line in enumerate(lines):
         m = _LINE.match(line)
         if not m:
             continue
@@ -47,7 +72,7 @@ def parse_marks(tree: str, max_marks: int) -> list[Mark]:
         x, y, w, h = (float(v) for v in box.groups())
         if w <= 0 or h <= 0:
             continue
-        name = (m["name"] or "").replace('\\"', '"')
+        name = (m["name"] or "").replace('\\"', '"') or text_of(lines, i)
         marks.append(Mark(index=len(marks) + 1, ref=m["ref"], role=m["role"], name=name,
                           x=x, y=y, width=w, height=h))
         if len(marks) >= max_marks:

@@ -73,3 +73,21 @@ def test_quoted_names_hidden_and_boxless_elements() -> None:
 
 def test_an_empty_snapshot_has_no_marks() -> None:
     assert parse_marks("", max_marks=10) == []
+
+
+def test_an_unnamed_clickable_element_is_named_by_its_text() -> None:
+    # As Chromium's snapshot gives a clickable <div> (MiniWoB's START overlay, a banner).
+    tree = "\n".join([
+        "- generic [active] [ref=e1] [box=8,8,1264,704]:",
+        "  - generic [ref=e2] [cursor=pointer] [box=8,8,200,50]: START",
+        "  - generic [ref=e3] [cursor=pointer] [box=8,58,200,50]:",
+        "    - paragraph [ref=e4] [box=8,58,200,38]: Long text paragraph inside",
+        "  - generic [ref=e5] [cursor=pointer] [box=8,124,200,50]:",
+        '    - link "Read more" [ref=e6] [box=8,124,80,20]',
+        "  - generic [ref=e7] [cursor=pointer] [box=8,200,20,20]",
+        '  - button "Named" [ref=e8] [box=8,230,60,20]: inner text is not its name',
+    ])
+    marks = parse_marks(tree, 50)
+    assert [(m.ref, m.name) for m in marks] == [
+        ("e2", "START"), ("e3", "Long text paragraph inside"), ("e5", "Read more"),
+        ("e6", "Read more"), ("e7", ""), ("e8", "Named")]
