@@ -1,6 +1,7 @@
 """The RL loop, synchronous vs asynchronous: wall time of the same iterations with k = 0 and 1.
 
   .venv/bin/python -m bench.loop_staleness [--iterations 3] [--tasks 8] [--max-steps 4]
+      [--episode-minutes 1.5]
 
 Each mode runs on the embedded stack (with vLLM) with its own topics and pipeline processes:
 browser worker, vLLM policy, evaluator, replay, trainer (LLaMA-Factory LoRA runs) and model
@@ -34,7 +35,7 @@ console = Console()
 TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
 
 
-def mode_settings(base: Settings, k: int, max_steps: int) -> Settings:
+def mode_settings(base: Settings, k: int, max_steps: int, episode_minutes: float) -> Settings:
     data = Path(tempfile.mkdtemp(prefix=f"bench-loop-k{k}-"))
     prefix = f"bloop{uuid.uuid4().hex[:6]}"
     return base.model_copy(update={
@@ -42,7 +43,10 @@ def mode_settings(base: Settings, k: int, max_steps: int) -> Settings:
         "infra": base.infra.model_copy(update={"data_dir": data}),
         "policy": base.policy.model_copy(update={"kind": "vllm"}),
         "rollout": base.rollout.model_copy(update={
-            "train": True, "demonstration_share": 0.5, "seed": 11, "strategy": "uniform"}),
+            "train": True, "demonstration_share": 0.5, "seed": 11, "strategy": "uniform",
+            # A 135M model rarely answers: cut its episodes, as the loop test does.
+            "task_timeout_minutes": episode_minutes, "grace_period_s": 20.0,
+            "cancel_wait_s": 20.0}),
         # Each mode's versions under their own served names: both modes share one vLLM, and
         # a served name is never reused (the loader refuses other weights under it).
         "trainer": base.trainer.model_copy(update={
@@ -63,7 +67,8 @@ async def one_mode(settings: Settings, iterations: int, tasks: int) -> float:
         pipeline.down(settings)
 
 
-def main(iterations: int = 3, tasks: int = 8, max_steps: int = 4) -> None:
+def main(iterations: int = 3, tasks: int = 8, max_steps: int = 4,
+         episode_minutes: float = 1.5) -> None:
     console.print(describe_machine())
     base = get_settings()
     trainer_env.prepare(base)
@@ -71,9 +76,10 @@ def main(iterations: int = 3, tasks: int = 8, max_steps: int = 4) -> None:
     walls = {}
     for k in (0, 1):
         console.rule(f"max_staleness {k}")
-        walls[k] = asyncio.run(one_mode(mode_settings(base, k, max_steps), iterations, tasks))
-    table = Table(title=f"{iterations} iterations of {tasks} episodes, LoRA runs of "
-                        f"{max_steps} steps")
+        walls[k] = asyncio.run(one_mode(mode_settings(base, k, max_steps, episode_minutes),
+                                        iterations, tasks))
+    table = Table(title=f"{iterations} iterations of {tasks} episodes (cut at "
+                        f"{episode_minutes:g} min), LoRA runs of {max_steps} steps")
     for col in ("mode", "wall s", "s / iteration"):
         table.add_column(col, justify="right")
     for k, wall in walls.items():
