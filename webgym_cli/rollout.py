@@ -45,6 +45,11 @@ def run(
     demonstrations: float | None = typer.Option(
         None, help="Share of episodes run teacher-forced as demonstrations (default 0.5 when "
         "training the vLLM policy, else WEBGYM_ROLLOUT__DEMONSTRATION_SHARE)."),
+    episode_minutes: float = typer.Option(
+        5.0, help="Episodes end (timed out) after this long: a 135M model on the CPU takes "
+        "~8 s an action and rarely answers, so its episodes would run to 20-30 steps."),
+    train_steps: int = typer.Option(
+        16, help="Caps each LoRA run (batch 2; ~16 s a step on 2 cores); -1: epochs decide."),
 ) -> None:
     """The main job: stack up, sandbox tasks loaded, pipeline up, the RL loop, export.
 
@@ -60,8 +65,9 @@ def run(
     if demonstrations is None and train:
         demonstrations = 0.5
     settings = settings_with(policy={"kind": policy},
-                             rollout={"train": train, "demonstration_share": demonstrations},
-                             trainer={"max_staleness": max_staleness})
+                             rollout={"train": train, "demonstration_share": demonstrations,
+                                      "task_timeout_minutes": episode_minutes},
+                             trainer={"max_staleness": max_staleness, "max_steps": train_steps})
     if train:
         from infra import trainer_env
         with console.status("preparing LLaMA-Factory's venv (cached; first time: minutes)"):
