@@ -31,6 +31,7 @@ partition are then dropped as already read; it seeks such a partition back.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -216,7 +217,11 @@ class InOrderAcks:
     """Acks each event once it and everything that arrived before it on its partition is done.
 
     `arrived(event)` before anything that awaits (arrival order is the partition's
-    order), `done(ticket)` when its effects are published. `turn(ticket)` waits until
+    order, except when a partition is read again from an earlier offset, FirstReads's
+    seek: the line is kept in offset order, so an event that came early waits for the
+    earlier ones; acking it first would let faust 0.15.3 commit past them, as it takes the
+    first run of acked offsets for the next commit), `done(ticket)` when its effects are
+    published. `turn(ticket)` waits until
     every earlier event of the partition is done (for effects that must be published
     in order, as the evaluator's transactions). `forget` drops revoked partitions:
     their next owner re-reads whatever was not acked.
@@ -236,7 +241,12 @@ class InOrderAcks:
     def arrived(self, event: faust.EventT) -> Ticket:
         ticket = Ticket(event)
         msg = event.message
-        self.lines[msg.tp].append(ticket)
+        line = self.lines[msg.tp]
+        if line and line[-1].event.message.offset > msg.offset:  # read again from earlier
+            at = bisect.bisect_right([t.event.message.offset for t in line], msg.offset)
+            line.insert(at, ticket)
+        else:
+            line.append(ticket)
         self.offsets.hold(msg.tp, msg.offset, ticket)
         return ticket
 

@@ -218,6 +218,19 @@ async def test_a_turn_comes_once_every_earlier_event_of_the_partition_is_done() 
     await acks.turn(first)  # already done: no wait
 
 
+def test_an_event_that_came_before_a_re_read_start_is_acked_after_it() -> None:
+    # FirstReads saw offset 7 first and read the partition again from 6: 7 arrives twice.
+    acks, acked = InOrderAcks(), []
+    early, start, again = (acks.arrived(AckedEvent(AckedMessage("t.obs", 0, o, acked)))  # type: ignore[arg-type]
+                           for o in (7, 6, 7))
+    acks.done(early)
+    assert acked == []  # 6 is not done: acking 7 would let faust commit past it
+    acks.done(start)
+    assert acked == [(0, 6), (0, 7)]
+    acks.done(again)
+    assert acked == [(0, 6), (0, 7), (0, 7)]
+
+
 def test_forgotten_partitions_are_never_acked() -> None:
     acks, acked = InOrderAcks(), []
     ticket = acks.arrived(AckedEvent(AckedMessage("t.observations", 0, 5, acked)))  # type: ignore[arg-type]
