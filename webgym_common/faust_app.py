@@ -190,11 +190,12 @@ async def typed_events(
     """(faust event, our event) for each event of type `of`.
 
     Messages that are not events, or not events of their topic, are dead-lettered; the
-    topic's events of other types are skipped. `first_reads` sees every message first.
+    topic's events of other types are skipped. `first_reads` sees every message first
+    (and drops one that came before its partition's start).
     """
     async for event in stream.events():
-        if first_reads is not None:
-            await first_reads.check(event)
+        if first_reads is not None and await first_reads.check(event):
+            continue  # it comes again after its partition's start
         error = decode_error(event)
         if error is not None:
             await dead_letters(event.message, error)
@@ -308,6 +309,13 @@ def skipped_start(first_offset: int, committed: int | None) -> bool:
     return committed is not None and first_offset > committed
 
 
+@dataclass
+class _Start:
+    committed: int  # where the partition's reading was to start
+    dropped_up_to: int | None = None  # the highest offset dropped since the first seek
+    seeks: int = 0
+
+
 class FirstReads:
     """Re-reads a partition whose first event after an assignment skipped its start.
 
@@ -316,31 +324,51 @@ class FirstReads:
     and the re-fetched records below are then dropped as already read (seen here: a
     restarted evaluator's first observation on some partitions never arrived, and its
     episode was judged without it). `starting_at` takes the committed offsets of a new
-    assignment (from `rewind_uncommitted`); `check(event)` seeks the event's partition
-    back to that offset while events arrive past it and the start was not seen (at most
-    `tries` times: a start that only transaction markers precede never arrives). The
-    records read again arrive twice; the agents' folds skip what they already hold.
+    assignment (from `rewind_uncommitted`). `check(event)` is True for an event the agent
+    must drop, neither handling nor acking it: one that lies past its partition's start
+    while the start has not come. The first such event seeks the partition back to the
+    start; later ones (the rest of the stale batch) seek again only if faust's read offset
+    moved past the start once more (faust would drop the re-read). Dropping rather than
+    handling matters: acked first, such an event would let faust commit past the start
+    (it commits the first run of acked offsets). An event at or below the highest dropped
+    offset means the partition is being read again (from its start, or from the first
+    record after transaction markers): from there on, everything is handled. After
+    `max_seeks` the partition is read as it comes (logged): never stalled.
     """
 
-    def __init__(self, app: faust.App, tries: int = 3) -> None:
+    def __init__(self, app: faust.App, max_seeks: int = 100) -> None:
         self.app = app
-        self.tries = tries
-        self.waiting: dict[Any, tuple[int, int]] = {}  # tp -> (committed offset, seeks left)
+        self.max_seeks = max_seeks
+        self.waiting: dict[Any, _Start] = {}
 
     def starting_at(self, positions: dict[Any, int]) -> None:
-        self.waiting = {tp: (offset, self.tries) for tp, offset in positions.items()}
+        self.waiting = {tp: _Start(offset) for tp, offset in positions.items()}
 
     async def check(self, event: faust.EventT) -> bool:
-        """True when the event came past its partition's start and that start is read again."""
+        """True when the agent must drop the event: it comes again after its partition's start."""
         msg = event.message
-        if msg.tp not in self.waiting:
+        start = self.waiting.get(msg.tp)
+        if start is None:
             return False
-        committed, left = self.waiting.pop(msg.tp)
-        if not skipped_start(msg.offset, committed) or left == 0:
-            return False  # the start arrived (or cannot be told from markers)
-        log.warning("%s: the event at %d came before the one at the committed offset %d: "
-                    "reading the partition again from there", msg.tp, msg.offset, committed)
-        self.waiting[msg.tp] = (committed, left - 1)
+        if start.dropped_up_to is None:
+            if not skipped_start(msg.offset, start.committed):
+                del self.waiting[msg.tp]  # the start came first: nothing to do
+                return False
+        elif msg.offset <= start.dropped_up_to:
+            del self.waiting[msg.tp]  # the partition is being read again from its start
+            return False
+        if start.seeks >= self.max_seeks:
+            log.warning("%s: its start %d still did not come after %d seeks: reading on",
+                        msg.tp, start.committed, start.seeks)
+            del self.waiting[msg.tp]
+            return False
+        start.dropped_up_to = msg.offset
         consumer: Any = self.app.consumer
-        await consumer.seek(msg.tp, committed)
+        read = getattr(consumer, "_read_offset", {}).get(msg.tp)
+        if start.seeks == 0 or (read is not None and read > start.committed):
+            start.seeks += 1
+            log.warning("%s: the event at %d came before the one at the committed offset %d: "
+                        "reading the partition again from there", msg.tp, msg.offset,
+                        start.committed)
+            await consumer.seek(msg.tp, start.committed)
         return True

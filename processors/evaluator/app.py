@@ -103,7 +103,8 @@ def build_app(settings: Settings) -> faust.App:
                        collect: Callable[[Any], Entry | None]) -> None:
         """Fold a state topic into a table: `collect(event)` says what to put there."""
         async for event in stream.events():
-            await first_reads.check(event)
+            if await first_reads.check(event):
+                continue  # it comes again after its partition's start (see FirstReads)
             ticket, effects = outbox.arrived(event), Effects()
             if (error := decode_error(event)) is not None:
                 effects = rejected(event, error)
@@ -128,7 +129,8 @@ def build_app(settings: Settings) -> faust.App:
     @app.agent(completed, concurrency=cfg.max_inflight)
     async def score(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            await first_reads.check(event)
+            if await first_reads.check(event):
+                continue  # it comes again after its partition's start (see FirstReads)
             ticket, done = outbox.arrived(event), event.value
             if (error := decode_error(event) or completion_error(done)) is not None:
                 await outbox.commit(ticket, rejected(event, error))

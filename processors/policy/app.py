@@ -116,15 +116,14 @@ def build_app(settings: Settings) -> faust.App:
     @app.agent(episodes)
     async def remember_tasks(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            # Past a start not read yet, the watch must not move: the start is a request too.
-            skipped_start = await first_reads.check(event)
+            if await first_reads.check(event):
+                continue  # it comes again after its partition's start (see FirstReads)
             if (error := decode_error(event)) is not None:
                 await dead_letters(event.message, error)
             elif isinstance(req := event.value, EpisodeRequested) and (
                     req.episode_id not in contexts):  # a live or ended episode stays as it is
                 contexts[req.episode_id] = entry_to_json(live_from_request(req))
-            if not skipped_start:
-                await watch.read(event.message.tp, event.message.offset)
+            await watch.read(event.message.tp, event.message.offset)
 
     @app.agent(completed)
     async def forget_finished(stream: faust.StreamT) -> None:
@@ -142,7 +141,8 @@ def build_app(settings: Settings) -> faust.App:
     @app.agent(observations, concurrency=cfg.max_inflight)
     async def decide(stream: faust.StreamT) -> None:
         async for event in cast(Any, stream).noack().events():  # acked by `acks`, in order
-            await first_reads.check(event)  # a step decided twice: workers act on the first
+            if await first_reads.check(event):
+                continue  # it comes again after its partition's start (see FirstReads)
             ticket = acks.arrived(event)
             try:
                 await handle(event)
