@@ -73,10 +73,12 @@ def main(samples_n: int = typer.Option(8, "--samples"), steps: int = 6, repeats:
     settings = get_settings()
     with console.status("LLaMA-Factory's venv and the model (cached)"):
         venv = trainer_env.prepare(settings)
-        base = str(vllm_server.ensure_model(settings))
+        vllm_server.ensure_model(settings)
+        base = trainer_env.base_model(settings)  # what the trainer trains (float32 on the CPU)
     cfg = settings.trainer.model_copy(update={"max_steps": steps, "threads": threads})
     console.print(f"run: {samples_n} samples, {steps} steps, batch {cfg.batch_size}, "
-                  f"cutoff {cfg.cutoff_len}, mode {cfg.mode.value}, threads {threads or 'all'}")
+                  f"cutoff {cfg.cutoff_len}, mode {cfg.mode.value}, threads {threads or 'all'}, "
+                  f"model {base}")
     direct_s: list[float] = []
     wrapped_s: list[float] = []
     with tempfile.TemporaryDirectory(prefix="webgym-trainer-bench-") as tmp:
