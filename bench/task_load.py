@@ -83,7 +83,8 @@ def main(lines: int = 300_000) -> None:
     started = time.perf_counter()
     with path.open() as src:
         for text in src:
-            json.loads(text) if not text.startswith('{"task_name": "cut') else None
+            if not text.startswith('{"task_name": "cut'):  # the broken lines would raise
+                json.loads(text)
     raw_s = time.perf_counter() - started
 
     started = time.perf_counter()

@@ -76,15 +76,15 @@ def fact_groups(reference: Any) -> list[dict[str, Any]]:
 def normalise(raw: dict[str, Any]) -> dict[str, Any]:
     """WebGym's accepted variants of a task line as this project's Task fields."""
     out = dict(raw)
-    task_id = out.get("task_id")
-    if task_id is None:  # absent or null (a blank string is an error, not an absence)
-        out["task_id"] = derived_task_id(raw)
-    elif isinstance(task_id, int) and not isinstance(task_id, bool):
-        out["task_id"] = str(task_id)
     website = out.get("website")
     if isinstance(website, str) and website and "://" not in website and (
             not website.startswith("{")):  # "{sandbox}/shop/" is ours
         out["website"] = "https://" + website
+    task_id = out.get("task_id")
+    if task_id is None:  # absent or null (a blank string is an error, not an absence)
+        out["task_id"] = derived_task_id(out)  # as deduplicated: with or without a scheme
+    elif isinstance(task_id, int) and not isinstance(task_id, bool):
+        out["task_id"] = str(task_id)
     if "evaluator_reference" in out:
         out["evaluator_reference"] = fact_groups(out["evaluator_reference"])
     return out

@@ -24,6 +24,8 @@ def test_an_integer_task_id_becomes_a_string_and_an_absent_one_a_stable_digest()
     assert parse_task_line(line(task_id=None)).task_id == derived  # null is absent
     # The same task (even with other optional fields) gets the same id on a resumed run...
     assert parse_task_line(line(attempt_level=3, definite_answer=None)).task_id == derived
+    # A website written with its scheme is the same task (as the repeats check sees it).
+    assert parse_task_line(line(website="https://www.example-museum.org")).task_id == derived
     # ... another task another one.
     assert parse_task_line(line(difficulty=5)).task_id != derived
     with pytest.raises(TaskLineError, match="must not be empty"):
