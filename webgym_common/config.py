@@ -52,8 +52,20 @@ class InteractionMode(StrEnum):
 
 
 class Split(StrEnum):
+    """A task's split (Task.split; none: any split). Values hold no "-": episode ids join on it."""
+
     TRAIN = "train"
-    TEST = "test"
+    TEST = "test"  # held out by entity (sandbox) or by seed (MiniWoB++)
+    OOD = "ood"  # held-out templates / environments: WebGym's out-of-distribution test set
+
+
+class Suite(StrEnum):
+    """Which task suite a task belongs to (webgym_common.tasks.suite_of)."""
+
+    SANDBOX = "sandbox"  # the sandbox sites: hand-written and generated tasks
+    MINIWOB = "miniwob"  # MiniWoB++ pages, scored by the page itself
+    WEB = "web"  # any other task file (WebGym's, live web sites)
+    ALL = "all"
 
 
 class Band(StrEnum):

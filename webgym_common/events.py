@@ -150,6 +150,9 @@ class EpisodeCompleted(Event):
     final_url: str | None = None
     started_at: datetime
     worker_id: str = ""
+    # The page's own reward when the task has a PageEnvironment (MiniWoB++: -1..1, > 0 solved), read
+    # when the episode ends; null otherwise or when the page reported none.
+    page_reward: float | None = None
 
 
 class FactGroup(AvroRecord):
@@ -173,6 +176,19 @@ class ReferenceAction(AvroRecord):
     option: str | None = None
     direction: str | None = None
     nth: int | None = None
+
+
+class PageEnvironment(AvroRecord):
+    """A page that scores itself (MiniWoB++), started with a seed."""
+
+    avro_name: ClassVar[str] = "webgym.events.PageEnvironment"
+
+    # The benchmark whose page protocol applies: miniwob.
+    kind: str
+    # The environment, e.g. click-button.
+    name: str
+    # The episode's random seed (the page's Math.seedrandom).
+    seed: int
 
 
 class Task(Event):
@@ -204,6 +220,10 @@ class Task(Event):
     reference_actions: list[ReferenceAction] = Field(default_factory=list)
     # Any other fields of the task line, as JSON, so nothing is lost.
     extra_json: str | None = None
+    # train, test (held-out entities or seeds) or ood (held-out templates or environments); null:
+    # any split (hand-written tasks, files without splits).
+    split: str | None = None
+    environment: PageEnvironment | None = None
 
 
 class EpisodeRequested(Event):
@@ -480,6 +500,9 @@ class StepObserved(Event):
     # No action will follow: the episode ended with this observation (max_steps, blocked).
     terminal: bool = False
     worker_id: str = ""
+    # The task as the page itself wrote it (MiniWoB++ writes its utterance at episode start): set on
+    # the first observation; the policy uses it as the task.
+    instruction: str | None = None
 
 
 class TaskHistory(Event):
@@ -561,6 +584,7 @@ MODELS: dict[str, type[AvroRecord]] = {
     "Mark": Mark,
     "ModelServed": ModelServed,
     "ModelVersion": ModelVersion,
+    "PageEnvironment": PageEnvironment,
     "ParsedAction": ParsedAction,
     "ReferenceAction": ReferenceAction,
     "ReplaySample": ReplaySample,

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from webgym_common.config import Band
+from webgym_common.config import Band, Split, Suite
 from webgym_common.events import Task
 
 _TASK_FIELDS = set(Task.model_fields) - {"event_id", "produced_at", "schema_version"}
@@ -166,3 +166,26 @@ _STEP_LIMITS = {
 
 def max_steps_for(difficulty: int, split: str) -> int:
     return _STEP_LIMITS["train" if split == "train" else "test"][band_of(difficulty)]
+
+
+def suite_of(task: Task) -> Suite:
+    """MiniWoB++ pages, the sandbox sites (benchmark webgym-sandbox*), or any other web task."""
+    if task.environment is not None and task.environment.kind == Suite.MINIWOB:
+        return Suite.MINIWOB
+    if (task.benchmark_name or "").startswith("webgym-sandbox"):
+        return Suite.SANDBOX
+    return Suite.WEB
+
+
+def in_suite(task: Task, suite: Suite) -> bool:
+    return suite == Suite.ALL or suite_of(task) == suite
+
+
+def in_split(task: Task, split: str, strict: bool = False) -> bool:
+    """Whether a task may run in `split`. A task without a split (hand-written, or a file
+    without splits) runs in train and test iterations alike, as before splits existed;
+    `strict` (evaluations) takes only the tasks marked for the split. OOD is always strict:
+    a task is out of distribution only when someone held it out."""
+    if task.split is not None:
+        return task.split == split
+    return not strict and split in (Split.TRAIN, Split.TEST)
