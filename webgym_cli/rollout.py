@@ -50,6 +50,10 @@ def run(
         "~8 s an action and rarely answers, so its episodes would run to 20-30 steps."),
     train_steps: int = typer.Option(
         16, help="Caps each LoRA run (batch 2; ~16 s a step on 2 cores); -1: epochs decide."),
+    eval_every: int = typer.Option(
+        0, help="Evaluate every k-th served version (v0 first) on the test and ood splits "
+        "before the iteration that runs on it (webgym eval); 0: never."),
+    eval_limit: int | None = typer.Option(None, help="Tasks per suite and split evaluated."),
 ) -> None:
     """The main job: stack up, sandbox tasks loaded, pipeline up, the RL loop, export.
 
@@ -66,7 +70,8 @@ def run(
         demonstrations = 0.5
     settings = settings_with(policy={"kind": policy},
                              rollout={"train": train, "demonstration_share": demonstrations,
-                                      "task_timeout_minutes": episode_minutes},
+                                      "task_timeout_minutes": episode_minutes,
+                                      "eval_every": eval_every, "eval_limit": eval_limit},
                              trainer={"max_staleness": max_staleness, "max_steps": train_steps})
     if train:
         from infra import trainer_env

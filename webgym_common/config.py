@@ -294,6 +294,10 @@ class PolicySettings(BaseModel):
     retries: int = Field(3, ge=0, le=10)
     max_tokens: int = Field(160, ge=16)
     temperature: float = Field(0.0, ge=0, le=2)
+    # Test/ood episodes (webgym eval) sample at this temperature with this seed, whatever the
+    # training temperature: a version's success is measured the same way every time.
+    eval_temperature: float = Field(0.0, ge=0, le=2)
+    eval_seed: int = 0
     structured_output: bool = True  # constrain replies to the action grammar (regex)
     thinking: bool = False  # the model reasons in <think>...</think> first
     vision: bool = False  # attach the screenshot as an image part
@@ -446,6 +450,11 @@ class RolloutSettings(BaseModel):
     # demonstrations the trainer learns from beside the policy's own successes (a small model
     # on the CPU rarely succeeds on its own at first). 0: the policy runs every episode.
     demonstration_share: float = Field(0.0, ge=0, le=1)
+    # The loop evaluates every k-th served version (the base model first) on the test and ood
+    # splits of each suite with such tasks, before the iteration that runs on it; 0: never.
+    eval_every: int = Field(0, ge=0)
+    eval_limit: int | None = Field(None, ge=1, description="tasks per suite and split")
+    eval_max_steps: int | None = Field(None, ge=1, description="caps evaluation episodes")
     # The loop trains: iteration i starts once the model server serves version
     # i - trainer.max_staleness (producers.controller.iteration.version_needed).
     train: bool = False

@@ -17,7 +17,7 @@ from pydantic import Field
 from webgym_common.eventbase import AvroRecord, Event, new_event_id, utc_now
 from webgym_common.schemas import default_schema_set
 
-Split: TypeAlias = Literal["train", "test"]
+Split: TypeAlias = Literal["train", "test", "ood"]
 
 Termination: TypeAlias = Literal[
     "answer",
@@ -301,6 +301,43 @@ class EpisodeScored(Event):
     policy_version: str
 
 
+class EvaluationResult(Event):
+    """A model version's success on one suite's test split (webgym.evaluations)."""
+
+    avro_name: ClassVar[str] = "webgym.events.EvaluationResult"
+
+    # Unique id (uuid4 hex); folds and sinks deduplicate by it.
+    event_id: str = Field(default_factory=new_event_id)
+    # When the event was produced (UTC).
+    produced_at: datetime = Field(default_factory=utc_now)
+    schema_version: int = 1
+    # The trained model's name (trainer.model_name).
+    model_name: str
+    # The model version evaluated (0: the base model).
+    version: int
+    # sandbox, miniwob, web or all (config.Suite).
+    suite: str
+    # test or ood (config.Split).
+    split: str
+    # Seeds the task draw and the model's sampling.
+    seed: int
+    temperature: float
+    # Episodes requested.
+    episodes: int
+    # Episodes the evaluator judged (crashed and unscored ones count as failures).
+    scored: int
+    successes: int
+    # successes / episodes.
+    success_rate: float
+    # 95 % Wilson interval of the success rate.
+    ci_low: float
+    ci_high: float
+    # Mean steps of the scored episodes.
+    avg_steps: float
+    episode_ids: list[str] = Field(default_factory=list)
+    wall_time_s: float = 0.0
+
+
 class IterationClosed(Event):
     """Control: an iteration ended (webgym.control, key iteration)."""
 
@@ -557,6 +594,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "EpisodeCompleted": EpisodeCompleted,
     "EpisodeRequested": EpisodeRequested,
     "EpisodeScored": EpisodeScored,
+    "EvaluationResult": EvaluationResult,
     "IterationClosed": IterationClosed,
     "IterationStarted": IterationStarted,
     "ModelServed": ModelServed,
@@ -578,6 +616,7 @@ MODELS: dict[str, type[AvroRecord]] = {
     "EpisodeCompleted": EpisodeCompleted,
     "EpisodeRequested": EpisodeRequested,
     "EpisodeScored": EpisodeScored,
+    "EvaluationResult": EvaluationResult,
     "FactGroup": FactGroup,
     "IterationClosed": IterationClosed,
     "IterationStarted": IterationStarted,

@@ -54,6 +54,9 @@ class EpisodeContext:
     reference_actions: list[dict[str, Any]] = field(default_factory=list)
     demonstration: bool = False  # teacher-forced from reference_actions (EpisodeRequested)
     policy_version: str = ""  # the version the episode was requested on (at least that one)
+    # A test/ood episode measures exactly the version it was requested on, at the evaluation
+    # temperature; a training episode runs on the newest served version (at least its own).
+    evaluation: bool = False
     history: list[StepRecord] = field(default_factory=list)
     memory_json: str = "{}"
     last_decided: int = -1  # the last observation step an action was published for

@@ -32,6 +32,7 @@ class Topic(StrEnum):
     TRAINING = "training"
     CONTROL = "control"
     METRICS = "metrics"
+    EVALUATIONS = "evaluations"
     BLOCKLIST = "blocklist"
     DLQ = "dlq"
 
@@ -70,6 +71,7 @@ VALUE_TYPES: dict[Topic, tuple[str, ...]] = {
     Topic.TRAINING: ("TrainingProgress",),
     Topic.CONTROL: ("IterationStarted", "IterationClosed", "CancelEpisode"),
     Topic.METRICS: ("RolloutMetrics",),
+    Topic.EVALUATIONS: ("EvaluationResult",),
     Topic.BLOCKLIST: ("DomainBlocked",),
     Topic.DLQ: ("DeadLetter",),
 }
@@ -97,6 +99,8 @@ def topic_specs(kafka: KafkaSettings) -> dict[Topic, TopicSpec]:
         spec(Topic.TRAINING, 1, "delete", keep),
         spec(Topic.CONTROL, 1, "delete", keep),
         spec(Topic.METRICS, 1, "compact", -1),
+        # Test-split success per model version, suite and split (webgym eval; key evaluation_key).
+        spec(Topic.EVALUATIONS, 1, "compact", -1),
         # Blocked domains (key: domain); compacted so every sampler sees the current list.
         spec(Topic.BLOCKLIST, 1, "compact", -1),
         spec(Topic.DLQ, 1, "delete", keep),

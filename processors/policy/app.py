@@ -84,7 +84,7 @@ def build_app(settings: Settings) -> faust.App:
     k, cfg = settings.kafka, settings.policy
     app = make_faust_app(settings, Group.POLICY)
     store = ObjectStore(settings.s3)
-    policy = make_policy(cfg, store)
+    policy = make_policy(cfg, store, settings.trainer.model_name)
     # Demonstration episodes (EpisodeRequested.demonstration) are teacher-forced.
     teacher = TeacherForcingPolicy(max_element_chars=cfg.max_element_chars)
     served = ServedModels(settings, policy) if isinstance(policy, VllmPolicy) else None
@@ -182,7 +182,8 @@ def build_app(settings: Settings) -> faust.App:
         chooser = teacher if ctx.demonstration else policy
         if served is not None and not ctx.demonstration:
             await served.ready.wait()  # on the newest served version, even right after a start
-            served.pin(ctx.policy_version)
+            if not ctx.evaluation:  # an evaluation names its version (VllmPolicy.choice)
+                served.pin(ctx.policy_version)
         decision = await retried(lambda: chooser.decide(ctx, obs), what, useful,
                                  cfg.retry_max_backoff_s, lambda err: refused(err, ctx.mode))
         if decision is None:

@@ -75,6 +75,7 @@ def context_from_request(req: EpisodeRequested) -> EpisodeContext:
         mode=req.interaction_mode, max_steps=req.max_steps,
         reference_actions=[r.to_avro() for r in req.task.reference_actions],
         demonstration=req.demonstration, policy_version=req.policy_version,
+        evaluation=req.split != "train",
     )
 
 

@@ -44,6 +44,7 @@ from webgym_common.objectstore import ObjectStore, ObjectStoreError
 from webgym_common.prompts import EpisodeContext, build_messages
 from webgym_common.replies import ParsedReply, parse_reply
 from webgym_common.teacher import resolve_reference_action
+from webgym_common.versions import served_name, version_number
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,10 @@ class TeacherForcingPolicy:
 
 
 class VllmPolicy:
-    def __init__(self, cfg: PolicySettings, store: ObjectStore) -> None:
+    def __init__(self, cfg: PolicySettings, store: ObjectStore,
+                 trained_name: str = "webgym-policy") -> None:
         self.cfg = cfg
+        self.trained_name = trained_name  # trainer.model_name: its versions' served names
         self.store = store
         self.model = cfg.model
         self.version = cfg.version
@@ -111,11 +114,23 @@ class VllmPolicy:
         an adapter's `<model>-v<N>`) and tag the actions `version` ("v<N>")."""
         self.model, self.version = model, version
 
+    def choice(self, ctx: EpisodeContext) -> tuple[str, str, float, int | None]:
+        """The served name, version tag, temperature and sampling seed for this episode's
+        next request. An evaluation asks for exactly the version it was requested on (the
+        base model for "base"), at the evaluation temperature with a fixed seed, so two
+        evaluations of one version see the same model; training asks for the newest."""
+        number = version_number(ctx.policy_version) if ctx.evaluation else None
+        if number is None:  # training, or a tag naming no version
+            return self.model, self.version, self.cfg.temperature, None
+        name = served_name(self.trained_name, number) if number else self.cfg.model
+        return name, ctx.policy_version, self.cfg.eval_temperature, self.cfg.eval_seed
+
     async def decide(self, ctx: EpisodeContext, obs: StepObserved) -> Decision:
         image = await self._image(obs) if self.cfg.vision or ctx.mode == "coordinates" else None
         messages = build_messages(ctx, obs.url, obs.marks, image, self.cfg.max_element_chars)
-        model, version = self.model, self.version  # a switch mid-request does not relabel it
-        extra: dict[str, Any] = {}
+        # a switch mid-request does not relabel it
+        model, version, temperature, seed = self.choice(ctx)
+        extra: dict[str, Any] = {} if seed is None else {"seed": seed}
         if self.cfg.structured_output:
             extra["structured_outputs"] = {"regex": reply_regex(ctx.mode, self.cfg.thinking)}
         started = time.perf_counter()
@@ -131,7 +146,7 @@ class VllmPolicy:
                 resp = await self.client.chat.completions.create(
                     model=model, messages=cast(list[ChatCompletionMessageParam], messages),
                     max_tokens=self.cfg.max_tokens,
-                    temperature=self.cfg.temperature, extra_body=extra or None,
+                    temperature=temperature, extra_body=extra or None,
                 )
         latency = (time.perf_counter() - started) * 1000
         raw = resp.choices[0].message.content or ""
@@ -187,11 +202,11 @@ def refused(err: BaseException, mode: str) -> Decision:
                                 raw=""), messages=None)
 
 
-def make_policy(cfg: PolicySettings, store: ObjectStore) -> Policy:
+def make_policy(cfg: PolicySettings, store: ObjectStore, trained_name: str) -> Policy:
     if cfg.kind == "teacher":
         return TeacherForcingPolicy(cfg.teacher_delay_s, cfg.teacher_delay_jitter_s,
                                     cfg.max_element_chars)
-    return VllmPolicy(cfg, store)
+    return VllmPolicy(cfg, store, trained_name)
 
 
 def prompt_blob(messages: list[dict[str, Any]]) -> bytes:

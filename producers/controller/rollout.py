@@ -73,6 +73,12 @@ async def policy_version(settings: Settings, producer: EventProducer) -> str:
     return latest_policy_version(served, settings.trainer.model_name, settings.policy.version)
 
 
+async def served_now(settings: Settings, producer: EventProducer) -> int:
+    """The newest version of the trained model the model server serves (0: the base)."""
+    served = (await read_compacted(settings, Topic.MODELS_SERVED, producer)).values()
+    return served_version(served, settings.trainer.model_name)
+
+
 async def wait_for_version(settings: Settings, producer: EventProducer, needed: int,
                            on_wait: Callable[[str], None] = lambda _: None) -> int:
     """Block until the model server serves version `needed` of the trained model (the loop's

@@ -20,10 +20,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from producers.controller.evaluate import evaluate_version
 from producers.controller.iteration import IterationState, version_needed
 from producers.controller.rollout import next_iteration, run_iteration, wait_for_version
 from webgym_common.bus import EventConsumer, EventProducer
-from webgym_common.config import Settings
+from webgym_common.config import Settings, Split, Suite
 from webgym_common.events import RolloutMetrics
 from webgym_common.metrics import default_csv_path, print_metrics, recompute_metrics
 from webgym_common.topics import Topic
@@ -52,6 +53,21 @@ async def wait_for_metrics(settings: Settings, producer: EventProducer,
     return None
 
 
+async def evaluate_periodically(settings: Settings, producer: EventProducer, version: int,
+                                console: Console) -> None:
+    """Every `rollout.eval_every`-th version on the test and ood splits (once: a resumed
+    loop takes the results webgym.evaluations holds)."""
+    cfg = settings.rollout
+    if not cfg.eval_every or version % cfg.eval_every:
+        return
+    try:
+        await evaluate_version(settings, producer, version, Suite.ALL, [Split.TEST, Split.OOD],
+                               console, limit=cfg.eval_limit, max_steps=cfg.eval_max_steps,
+                               skip_published=True)
+    except ValueError as err:  # no test tasks loaded: the loop trains on regardless
+        console.print(f"[yellow]not evaluating v{version}:[/yellow] {err}")
+
+
 async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iterations: int,
                   console: Console) -> list[RolloutMetrics]:
     results = []
@@ -65,6 +81,7 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
                 console.print(f"iteration {iteration} runs on {settings.trainer.model_name} "
                               f"v{served} (needs v{needed}: max staleness "
                               f"{settings.trainer.max_staleness})")
+                await evaluate_periodically(settings, producer, served, console)
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console) as progress:
                 bar = progress.add_task(f"it{iteration} {split}", total=tasks_per_iteration)

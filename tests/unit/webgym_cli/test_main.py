@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from webgym_cli.main import app
 
-TOP = ["rollout", "run", "drive", "export", "pipeline", "infra", "topics", "worker", "sandbox",
+TOP = ["rollout", "run", "drive", "export", "eval", "pipeline", "infra", "topics", "worker", "sandbox",
        "tasks"]
 GROUPS = {
     "infra": ["up", "prepare", "status", "down"],

@@ -33,7 +33,7 @@ def test_registry_names_only_known_event_types_and_copartitions_episode_topics()
     assert specs[Topic.EPISODES_COMPLETED].name == "webgym.episodes.completed"
     compacted = {t for t, s in specs.items() if s.cleanup_policy == "compact"}
     assert compacted == {Topic.TASKS, Topic.TASK_HISTORY, Topic.MODELS, Topic.MODELS_SERVED,
-                         Topic.METRICS, Topic.BLOCKLIST}
+                         Topic.METRICS, Topic.EVALUATIONS, Topic.BLOCKLIST}
 
 
 def test_group_ids_follow_the_topic_prefix() -> None:

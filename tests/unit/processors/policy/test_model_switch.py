@@ -95,3 +95,33 @@ async def test_a_server_answering_as_another_model_is_logged_as_an_error(
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert errors == ["ep step 0: asked for webgym-policy-v2, the server answered as "
                       "webgym-policy"]
+
+
+def _evaluation(tag: str) -> EpisodeContext:
+    return EpisodeContext(episode_id="ev", task_id="t", task_name="find it",
+                          policy_version=tag, evaluation=True)
+
+
+async def test_an_evaluation_asks_for_exactly_its_version_even_after_a_newer_one() -> None:
+    policy, server = policy_with()
+    policy.use_model("webgym-policy-v3", "v3")
+    decision = await policy.decide(_evaluation("v1"), OBS)
+    assert server.asked == ["webgym-policy-v1"]
+    assert decision.policy_version == "v1"
+    await policy.decide(CTX, OBS)  # a training episode still asks for the newest
+    assert server.asked[-1] == "webgym-policy-v3"
+
+
+async def test_an_evaluation_of_version_0_asks_for_the_base_model() -> None:
+    policy, server = policy_with()
+    policy.use_model("webgym-policy-v2", "v2")
+    decision = await policy.decide(_evaluation("base"), OBS)
+    assert server.asked == ["webgym-policy"] and decision.policy_version == "base"
+
+
+def test_an_evaluation_samples_at_the_evaluation_temperature_and_seed() -> None:
+    cfg = load_settings(policy={"temperature": 1.0, "eval_temperature": 0.3,
+                                "eval_seed": 7}).policy
+    policy = VllmPolicy(cfg, store=None)  # type: ignore[arg-type]
+    assert policy.choice(_evaluation("v2"))[2:] == (0.3, 7)
+    assert policy.choice(CTX)[2:] == (1.0, None)

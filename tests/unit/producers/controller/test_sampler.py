@@ -182,3 +182,12 @@ def test_blocked_domains_are_skipped_in_training_only() -> None:
 def test_an_unknown_strategy_is_an_error_naming_the_known_ones() -> None:
     with pytest.raises(ValueError, match="uniform, ratio or attempt"):
         sample_tasks([task("a")], 1, "train", "greedy")
+
+
+def test_each_split_draws_only_its_tasks_and_unsplit_ones_train_and_test() -> None:
+    tasks = [task("legacy"), task("tr").model_copy(update={"split": "train"}),
+             task("te").model_copy(update={"split": "test"}),
+             task("ood").model_copy(update={"split": "ood"})]
+    assert ids(eligible(tasks, "train", set())) == ["legacy", "tr"]
+    assert ids(eligible(tasks, "test", set())) == ["legacy", "te"]
+    assert ids(eligible(tasks, "ood", set())) == ["ood"]

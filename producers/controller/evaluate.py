@@ -1,0 +1,210 @@
+"""`webgym eval`: one model version on one suite's test split, measured and published.
+
+Delivery: like an iteration, everything is in the log and publishing again is safe. The
+episodes are the split's tasks of the suite (all, or a draw seeded by `seed`), with ids
+that name the version, suite, split and seed, so a killed evaluation run again with the
+same arguments finds its requests on webgym.episodes and sends only the missing ones;
+completions and scores are re-read from their topics. The result goes to the compacted
+webgym.evaluations under `evaluation_key`: a re-run publishes the same numbers again.
+
+An evaluation is not an iteration: it publishes no IterationStarted/Closed (the trainer
+makes a version per closed iteration) and its episodes carry iteration -1, so they count
+in no iteration's metrics. Test and ood episodes never feed replay (processors.replay_
+decisions) and the policy decides them on exactly the requested version, at the
+evaluation temperature and seed (processors.policy.policies.VllmPolicy.choice).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from producers.catalog import load_task_catalog
+from producers.controller.iteration import IterationState
+from producers.controller.rollout import follow
+from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.config import Settings, Split, Suite
+from webgym_common.events import EpisodeRequested, EpisodeScored, EvaluationResult, Task, utc_now
+from webgym_common.history import is_judged, is_success
+from webgym_common.readers import read_compacted, read_to_end
+from webgym_common.tasks import in_split, in_suite, max_steps_for
+from webgym_common.topics import Topic
+from webgym_common.versions import version_tag
+
+EVAL_ITERATION = -1  # an evaluation episode belongs to no training iteration
+
+
+# -- decisions (pure) ------------------------------------------------------------------
+
+
+def evaluation_tasks(catalog: Iterable[Task], suite: Suite, split: Split, limit: int | None,
+                     seed: int) -> list[Task]:
+    """The suite's tasks marked for `split` (strictly: a task without a split is no test
+    task), by id; with `limit`, a draw of that many seeded by `seed` (the same every time)."""
+    pool = sorted((t for t in catalog if in_suite(t, suite) and in_split(t, split, strict=True)),
+                  key=lambda t: t.task_id)
+    if limit is not None and len(pool) > limit:
+        pool = sorted(random.Random(seed).sample(pool, limit), key=lambda t: t.task_id)
+    return pool
+
+
+def evaluation_key(model_name: str, version: int, suite: Suite, split: Split, seed: int) -> str:
+    return f"{model_name}:v{version}:{suite}:{split}:s{seed}"
+
+
+def evaluation_episode_id(split: Split, version: int, suite: Suite, seed: int, index: int,
+                          task_id: str) -> str:
+    # split first, as an iteration's ids: one "-"-free word, then the run, index and task
+    return f"{split}-eval{version}{suite}s{seed}-{index:04d}-{task_id}"
+
+
+def evaluation_request(settings: Settings, eid: str, task: Task, split: Split, version: int,
+                       max_steps: int | None) -> EpisodeRequested:
+    """An evaluation episode: the task's own step limit (else WebGym's test limit), capped."""
+    steps = task.max_steps or max_steps_for(task.difficulty, split)
+    return EpisodeRequested(
+        episode_id=eid, task=task, iteration=EVAL_ITERATION, split=split,
+        max_steps=min(steps, max_steps) if max_steps else steps,
+        deadline=utc_now() + timedelta(minutes=settings.rollout.task_timeout_minutes),
+        policy_version=version_tag(version), interaction_mode=settings.rollout.interaction_mode,
+    )
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a binomial proportion (sound at 0 and n too)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def evaluation_result(settings: Settings, version: int, suite: Suite, split: Split, seed: int,
+                      state: IterationState, wall_time_s: float) -> EvaluationResult:
+    """Success over every episode requested: a crash, a cancel or a missing score fails."""
+    judged: list[EpisodeScored] = [s for s in state.scored.values() if is_judged(s)]
+    successes = sum(is_success(s.reward) for s in judged)
+    n = len(state.requests)
+    low, high = wilson_interval(successes, n)
+    return EvaluationResult(
+        model_name=settings.trainer.model_name, version=version, suite=suite, split=split,
+        seed=seed, temperature=settings.policy.eval_temperature, episodes=n,
+        scored=len(judged), successes=successes, success_rate=successes / n if n else 0.0,
+        ci_low=low, ci_high=high,
+        avg_steps=sum(s.steps for s in judged) / len(judged) if judged else 0.0,
+        episode_ids=sorted(state.requests), wall_time_s=wall_time_s,
+    )
+
+
+# -- the run --------------------------------------------------------------------------
+
+
+async def evaluate(settings: Settings, producer: EventProducer, version: int, suite: Suite,
+                   split: Split, *, limit: int | None = None, seed: int = 0,
+                   max_steps: int | None = None,
+                   on_update: Callable[[IterationState], None] = lambda s: None,
+                   ) -> EvaluationResult:
+    """Request (or resume) the evaluation's episodes, follow them to their scores, publish."""
+    started = time.monotonic()
+    catalog = await load_task_catalog(settings, producer)
+    tasks = evaluation_tasks(catalog.values(), suite, split, limit, seed)
+    if not tasks:
+        raise ValueError(f"no {split} tasks of suite {suite} in the catalog: load a task file "
+                         "with splits (webgym tasks load ...)")
+    ids = {evaluation_episode_id(split, version, suite, seed, i, t.task_id): t
+           for i, t in enumerate(tasks)}
+    state = IterationState(EVAL_ITERATION, split)
+    async with EventConsumer(settings, [Topic.EPISODES], None, producer,
+                             client_id="evaluation-episodes") as c:
+        for r in await read_to_end(c):
+            if isinstance(r.event, EpisodeRequested) and r.event.episode_id in ids:
+                state.requests.setdefault(r.event.episode_id, r.event)
+    for eid, task in ids.items():
+        if eid not in state.requests:
+            req = evaluation_request(settings, eid, task, split, version, max_steps)
+            await producer.publish(Topic.EPISODES, eid, req)
+            state.requests[eid] = req
+    await follow(settings, producer, state, on_update)
+    result = evaluation_result(settings, version, suite, split, seed, state,
+                               time.monotonic() - started)
+    await producer.publish(Topic.EVALUATIONS,
+                           evaluation_key(result.model_name, version, suite, split, seed), result)
+    return result
+
+
+def evaluation_runs(catalog: Iterable[Task], suite: Suite, splits: Sequence[Split],
+                    ) -> list[tuple[Suite, Split]]:
+    """(suite, split) pairs to evaluate: the suite given, or with ALL each suite that has
+    tasks of the split."""
+    tasks = list(catalog)
+    suites = [suite] if suite != Suite.ALL else [s for s in Suite if s != Suite.ALL]
+    return [(s, sp) for s in suites for sp in splits
+            if suite != Suite.ALL or evaluation_tasks(tasks, s, sp, 1, 0)]
+
+
+async def evaluate_version(settings: Settings, producer: EventProducer, version: int,
+                           suite: Suite, splits: Sequence[Split], console: Console, *,
+                           limit: int | None = None, seed: int = 0,
+                           max_steps: int | None = None, skip_published: bool = False,
+                           ) -> list[EvaluationResult]:
+    """Every (suite, split) run of one version with a live bar each. `skip_published`: a
+    run whose result webgym.evaluations holds already is taken from there (the loop's
+    periodic evaluation, resumed after a restart)."""
+    runs = evaluation_runs((await load_task_catalog(settings, producer)).values(), suite, splits)
+    if not runs:
+        raise ValueError("no test tasks in the catalog: load a task file with splits "
+                         "(webgym tasks load ...)")
+    done = await read_compacted(settings, Topic.EVALUATIONS, producer) if skip_published else {}
+    results = []
+    for s, sp in runs:
+        key = evaluation_key(settings.trainer.model_name, version, s, sp, seed)
+        if isinstance(earlier := done.get(key), EvaluationResult):
+            results.append(earlier)
+            continue
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console) as progress:
+            bar = progress.add_task(f"eval v{version} {s} {sp}", total=None)
+
+            def update(state: IterationState, bar: TaskID = bar, label: str = f"{s} {sp}",
+                       ) -> None:
+                progress.update(bar, completed=len(state.completed), total=len(state.requests),
+                                description=f"eval v{version} {label}: running "
+                                f"{state.running} · scored {len(state.scored)}")
+
+            results.append(await evaluate(settings, producer, version, s, sp, limit=limit,
+                                          seed=seed, max_steps=max_steps, on_update=update))
+    print_results(results, console)
+    return results
+
+
+def result_rows(results: Sequence[EvaluationResult]) -> list[tuple[str, ...]]:
+    """Table rows: version, suite, split, successes/episodes, rate and its interval."""
+    return [(f"v{r.version}", r.suite, r.split, f"{r.successes}/{r.episodes}",
+             f"{r.success_rate:.1%}", f"[{r.ci_low:.1%}, {r.ci_high:.1%}]",
+             f"{r.avg_steps:.1f}", f"{r.wall_time_s:.0f}s") for r in results]
+
+
+def print_results(results: Sequence[EvaluationResult], console: Console) -> None:
+    table = Table(title="evaluation (success over every episode requested; 95 % Wilson "
+                  "interval)")
+    for col in ("version", "suite", "split", "solved", "success", "95% interval", "avg steps",
+                "time"):
+        table.add_column(col)
+    for row in result_rows(results):
+        table.add_row(*row)
+    console.print(table)
