@@ -12,7 +12,17 @@ from pathlib import Path
 
 from aiohttp import web
 
-from infra.sandbox import forum, hostile, playground, posts, security_pages, shop, travel, wiki
+from infra.sandbox import (
+    forum,
+    hostile,
+    miniwob,
+    playground,
+    posts,
+    security_pages,
+    shop,
+    travel,
+    wiki,
+)
 from infra.sandbox.layout import link, render
 
 TASKS_FILE = Path(__file__).parent / "tasks" / "sandbox_tasks.jsonl"
@@ -23,6 +33,8 @@ SITES = [
     ("/travel/", "SandTrip (travel)", "flight search, results and booking"),
     ("/hostile/", "Hostile pages", "anti-bot wall, HTTP 403, hangs, pop-ups, dialogs, downloads"),
     ("/playground/", "Action playground", "one target per action kind, for testing workers"),
+    ("/miniwob/miniwob/click-button.html", "MiniWoB++",
+     "the miniwob package's task pages (one per environment; /miniwob/miniwob/<env>.html)"),
 ]
 # Finish quickly on shutdown even if a hanging response (never-loads) is still open.
 SHUTDOWN_TIMEOUT = 2.0
@@ -46,6 +58,7 @@ def create_app() -> web.Application:
     app.add_routes(playground.routes())
     app.add_routes(security_pages.routes())  # URL-policy probes (test_url_policy.py)
     hostile.setup(app)
+    miniwob.setup(app)  # MiniWoB++'s pages from the miniwob package (static, read-only)
     posts.setup(app)  # form posts per episode (X-WebGym-Episode), for the chaos suite
     # "/shop" without the slash is a natural thing to type; send it to the site root.
     for prefix in ("shop", "wiki", "forum", "travel", "hostile"):
