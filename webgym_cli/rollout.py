@@ -45,6 +45,9 @@ def run(
     demonstrations: float | None = typer.Option(
         None, help="Share of episodes run teacher-forced as demonstrations (default 0.5 when "
         "training the vLLM policy, else WEBGYM_ROLLOUT__DEMONSTRATION_SHARE)."),
+    demos: int = typer.Option(
+        0, "--demos", help="Teacher-forced episodes added to the first iteration (tasks with "
+        "reference actions): demonstrations for the first training run."),
     episode_minutes: float = typer.Option(
         5.0, help="Episodes end (timed out) after this long: a 135M model on the CPU takes "
         "~8 s an action and rarely answers, so its episodes would run to 20-30 steps."),
@@ -71,7 +74,8 @@ def run(
     settings = settings_with(policy={"kind": policy},
                              rollout={"train": train, "demonstration_share": demonstrations,
                                       "task_timeout_minutes": episode_minutes,
-                                      "eval_every": eval_every, "eval_limit": eval_limit},
+                                      "eval_every": eval_every, "eval_limit": eval_limit,
+                                      "demonstrations": demos},
                              trainer={"max_staleness": max_staleness, "max_steps": train_steps})
     if train:
         from infra import trainer_env

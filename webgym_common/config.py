@@ -450,6 +450,10 @@ class RolloutSettings(BaseModel):
     # demonstrations the trainer learns from beside the policy's own successes (a small model
     # on the CPU rarely succeeds on its own at first). 0: the policy runs every episode.
     demonstration_share: float = Field(0.0, ge=0, le=1)
+    # The first training iteration also runs this many teacher-forced episodes on training
+    # tasks with reference actions (`webgym run --demos N`): the first training draws have
+    # demonstrations to learn from whatever the base model manages.
+    demonstrations: int = Field(0, ge=0)
     # The loop evaluates every k-th served version (the base model first) on the test and ood
     # splits of each suite with such tasks, before the iteration that runs on it; 0: never.
     eval_every: int = Field(0, ge=0)

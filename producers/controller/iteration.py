@@ -12,6 +12,7 @@ one is scored or the scores have been waited for long enough.
 from __future__ import annotations
 
 import hashlib
+import random
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,7 +32,7 @@ from webgym_common.events import (
     Task,
     utc_now,
 )
-from webgym_common.tasks import max_steps_for
+from webgym_common.tasks import in_split, max_steps_for
 
 
 @dataclass
@@ -60,6 +61,31 @@ def episode_id(split: str, iteration: int, index: int, task_id: str) -> str:
 
 def task_id_of(eid: str) -> str:
     return eid.split("-", 3)[3]
+
+
+def demonstration_id(split: str, iteration: int, index: int, task_id: str) -> str:
+    """An extra teacher-forced episode of the first training iteration (`--demos N`)."""
+    return f"{split}-it{iteration}-d{index:03d}-{task_id}"
+
+
+def is_seeded_demonstration(eid: str) -> bool:
+    return eid.split("-", 3)[2].startswith("d")
+
+
+def demonstration_tasks(tasks: Sequence[Task], n: int, rng: random.Random) -> list[Task]:
+    """`n` training tasks with reference actions to demonstrate (drawn again when fewer)."""
+    pool = sorted((t for t in tasks if t.reference_actions and in_split(t, "train")),
+                  key=lambda t: t.task_id)
+    out: list[Task] = []
+    while pool and len(out) < n:
+        out += rng.sample(pool, min(n - len(out), len(pool)))
+    return out
+
+
+def first_training_iteration(control: Sequence[Event], iteration: int) -> bool:
+    """No training iteration started before this one: `--demos` seeds only the first."""
+    return not any(isinstance(e, IterationStarted) and e.split == "train"
+                   and e.iteration < iteration for e in control)
 
 
 # -- starting or resuming -----------------------------------------------------------
@@ -112,10 +138,15 @@ DEMONSTRATION_VERSION = "demonstration"  # the policy_version of a teacher-force
 
 
 def is_demonstration(eid: str, task: Task, split: str, share: float) -> bool:
-    """Whether this episode runs teacher-forced as a demonstration: a fixed share of training
-    episodes whose task has reference actions, chosen by the episode id's digest (so a
-    resumed controller makes the same choice)."""
-    if split != "train" or not task.reference_actions or share <= 0:
+    """Whether this episode runs teacher-forced as a demonstration: the first iteration's
+    seeded demonstrations (`demonstration_id`), and a fixed share of training episodes whose
+    task has reference actions, chosen by the episode id's digest (so a resumed controller
+    makes the same choice)."""
+    if split != "train" or not task.reference_actions:
+        return False
+    if is_seeded_demonstration(eid):
+        return True
+    if share <= 0:
         return False
     return int(hashlib.sha256(eid.encode()).hexdigest()[:8], 16) / 0x1_0000_0000 < share
 

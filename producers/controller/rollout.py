@@ -20,7 +20,10 @@ from producers.controller.iteration import (
     active_blocks,
     all_accounted,
     closing_event,
+    demonstration_id,
+    demonstration_tasks,
     episode_id,
+    first_training_iteration,
     grace_begins,
     grace_over,
     iteration_to_run,
@@ -104,7 +107,8 @@ async def start_or_resume(settings: Settings, producer: EventProducer, iteration
     state = IterationState(iteration, split)
     catalog = await load_task_catalog(settings, producer)
     version = await policy_version(settings, producer)
-    began = started_event(await control_history(settings, producer), iteration, split)
+    control = await control_history(settings, producer)
+    began = started_event(control, iteration, split)
     if began is None:
         rng = random.Random(None if settings.rollout.seed is None
                             else settings.rollout.seed * 1000 + iteration)
@@ -115,6 +119,12 @@ async def start_or_resume(settings: Settings, producer: EventProducer, iteration
             ratios=settings.rollout.ratios, rng=rng,
         )
         ids = [episode_id(split, iteration, i, t.task_id) for i, t in enumerate(tasks)]
+        if split == "train" and settings.rollout.demonstrations and first_training_iteration(
+                control, iteration):
+            demos = demonstration_tasks(list(catalog.values()),
+                                        settings.rollout.demonstrations, rng)
+            ids += [demonstration_id(split, iteration, i, t.task_id)
+                    for i, t in enumerate(demos)]
         await producer.publish(Topic.CONTROL, str(iteration), IterationStarted(
             iteration=iteration, split=split, tasks_requested=len(ids), episode_ids=ids,
             policy_version=version))

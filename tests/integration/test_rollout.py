@@ -150,3 +150,18 @@ async def test_killing_the_controller_mid_iteration_resumes_it(
     per_episode = Counter(r.episode_id for r in requests)
     assert set(per_episode) == set(started[0].episode_ids)  # none forgotten
     assert set(per_episode.values()) == {1}  # none requested twice
+
+
+async def test_demos_seed_only_the_first_training_iteration(
+    settings: Settings, producer: EventProducer, pipeline, tmp_path: Path
+) -> None:
+    s = fast(settings)
+    s = s.model_copy(update={"rollout": s.rollout.model_copy(update={"demonstrations": 2})})
+    await load(s, producer, write_tasks(tmp_path / "t.jsonl", [LINES[t] for t in GOOD[:3]]))
+    state, closed = await run_iteration(s, producer, 0, "train", 2)
+    demos = [r for r in state.requests.values() if r.demonstration]
+    assert closed.requested == 4 and closed.completed == 4 and len(demos) == 2
+    assert {r.policy_version for r in demos} == {"demonstration"}
+    state, closed = await run_iteration(s, producer, 1, "train", 2)
+    assert closed.requested == 2
+    assert not any(r.demonstration for r in state.requests.values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 
 import pytest
@@ -11,7 +12,10 @@ from producers.controller.iteration import (
     active_blocks,
     all_accounted,
     closing_event,
+    demonstration_id,
+    demonstration_tasks,
     episode_id,
+    first_training_iteration,
     grace_begins,
     grace_over,
     is_demonstration,
@@ -237,3 +241,18 @@ def test_the_close_counts_cancels_that_never_reported() -> None:
     close = closing_event(state, now=25.0)
     assert (close.requested, close.completed, close.crashed, close.blocked, close.cancelled,
             close.timed_out, close.wall_time_s) == (5, 4, 1, 1, 2, 1, 15.0)
+
+
+def test_seeded_demonstrations_are_teacher_forced_training_tasks_with_references() -> None:
+    ref = [ReferenceAction(action="ANSWER", text="x")]
+    tasks = [Task(task_id=f"t{i}", task_name="n", domain="d", website="w", difficulty=1,
+                  reference_actions=ref if i % 2 else [], split=None if i < 6 else "test")
+             for i in range(8)]
+    chosen = demonstration_tasks(tasks, 5, random.Random(1))
+    assert len(chosen) == 5 and {t.task_id for t in chosen} <= {"t1", "t3", "t5"}
+    eid = demonstration_id("train", 0, 2, "t3")
+    assert task_id_of(eid) == "t3"
+    assert is_demonstration(eid, tasks[3], "train", share=0.0)
+    assert not is_demonstration(episode_id("train", 0, 2, "t3"), tasks[3], "train", share=0.0)
+    assert first_training_iteration([started(0, "test")], 1)
+    assert not first_training_iteration([started(0)], 1)
