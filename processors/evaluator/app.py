@@ -13,10 +13,10 @@ owns an episode's completion also owns its state. On EpisodeCompleted: refuse
 absurd ones (dead letter: a step count out of bounds, an unknown episode), wait
 until its parts are in the tables or can no longer arrive (catchup.py: the agents
 folding the other topics have read past the completion; a partial trajectory
-says so in its evaluation), decide the reward (the rules, or the LLM judge:
-reward.py; a judge that keeps failing makes a judge failure, not a 0), publish
-EpisodeScored (keyed by task_id) and, for a blocked domain, DomainBlocked, then
-forget the episode's steps. The decisions are in decisions.py.
+says so in its evaluation), decide the reward (the rules, the LLM judge, or a
+self-scoring page's own reward: reward.py; a judge that keeps failing makes a judge
+failure, not a 0), publish EpisodeScored (keyed by task_id) and, for a blocked domain,
+DomainBlocked, then forget the episode's steps. The decisions are in decisions.py.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from processors.evaluator.decisions import (
 )
 from processors.evaluator.judge import make_judge
 from processors.evaluator.outbox import Effects, Outbox, rewind_uncommitted
-from processors.evaluator.reward import RULES_VERSION, evaluate
+from processors.evaluator.reward import PAGE_VERSION, RULES_VERSION, evaluate, scored_by_page
 from processors.evaluator.trajectory import build_episode, steps_in
 from webgym_common.codec import Codec
 from webgym_common.config import Settings
@@ -168,7 +168,8 @@ def build_app(settings: Settings) -> faust.App:
         episode = build_episode(done, requests.get(done.episode_id), steps_in(observed, done),
                                 steps_in(acted, done))
         judgement = await evaluate(episode, judge, cfg.max_screenshots, cfg.blocking_sample)
-        result = scored_event(done, episode, judgement, version, note)
+        result = scored_event(done, episode, judgement,
+                              PAGE_VERSION if scored_by_page(episode) else version, note)
         emit(effects, Topic.EPISODES_SCORED, scored_key(result), result)
         blocked = blocked_event(done, episode, judgement, timedelta(hours=cfg.blocklist_hours),
                                 utc_now())

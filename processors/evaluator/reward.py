@@ -10,6 +10,10 @@ Reward is 1 only if B, every A and the definite-answer check pass.
 The judge is anything with `async ask(Question) -> Verdict` (judge.py's LLM
 client, or a fake in tests); `judge=None` scores by the rules alone.
 
+A task with an environment (a MiniWoB++ page) is scored by its page instead, with no
+judge: reward 1 when the page's raw reward is > 0, else 0; without a page reward (the
+page could not be read) reward 0, counted as crashed (no verdict the agent earned).
+
 A check the judge could not answer (unreachable after its retries, no verdict
 line) makes no reward: the Judgement is a judge failure, reward 0 with an
 evaluation that starts with webgym_common.history.JUDGE_FAILED, which history
@@ -27,6 +31,7 @@ from processors.evaluator.trajectory import Episode, FactGroupRef, StepEvidence,
 from webgym_common.history import JUDGE_FAILED
 
 RULES_VERSION = "rules-v1"
+PAGE_VERSION = "page-v1"  # the evaluator_version of episodes scored by their page
 QuestionKind = Literal["blocking", "criterion_b", "criterion_a", "definite_answer"]
 _EVALUATION_LINE_CHARS = 1200
 
@@ -105,6 +110,8 @@ def sample_evenly(steps: list[StepEvidence], limit: int = 20) -> list[StepEviden
 async def evaluate(episode: Episode, judge: Judge | None, max_screenshots: int = 48,
                    blocking_sample: int = 20) -> Judgement:
     """The reward record of one finished episode."""
+    if scored_by_page(episode):
+        return by_page(episode)
     blocked_by_browser = episode.termination == "blocked"
     if judge is None:
         return _by_rules(episode, blocked_by_browser or rules.ends_on_wall(episode))
@@ -136,6 +143,26 @@ async def evaluate(episode: Episode, judge: Judge | None, max_screenshots: int =
     judgment = "; ".join(_line(label, v, detail=False) for label, v in verdicts
                          if label in ("criterion B", "definite answer"))
     return Judgement(1.0 if passed else 0.0, "\n".join(lines), is_blocked, False, True, judgment)
+
+
+def scored_by_page(episode: Episode) -> bool:
+    return episode.task.environment is not None
+
+
+def by_page(episode: Episode) -> Judgement:
+    """The page's own verdict (MiniWoB++'s raw reward, -1..1, > 0 solved); no judge asked."""
+    env, raw, ended = episode.task.environment, episode.page_reward, episode.termination
+    why = f"ended by {ended}" + (f": {episode.reason}" if episode.reason else "")
+    if raw is None:
+        return Judgement(0.0, f"[page] no reward from the page ({env}): it could not be read "
+                              f"({why})\nreward 0", False, True, False, None)
+    solved = raw > 0
+    judgment = f"the page ({env}) gave raw reward {raw:g}"
+    text = (f"[page] reward from the page ({env}): raw reward {raw:g}, "
+            f"{'solved' if solved else 'not solved'} ({why}); no judge\nreward {int(solved)}")
+    # submit: the page gave a verdict (it reports 0 only while its episode is not done).
+    return Judgement(1.0 if solved else 0.0, text, False, ended == "crashed", raw != 0,
+                     judgment)
 
 
 def judge_failure(episode: Episode, verdicts: list[tuple[str, Verdict]], lines: list[str],

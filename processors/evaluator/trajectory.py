@@ -39,6 +39,8 @@ class TaskFacts:
     domain: str
     fact_groups: tuple[FactGroupRef, ...] = ()
     definite_answer: str | None = None
+    # A page that scores itself (Task.environment), e.g. "miniwob click-button, seed 3".
+    environment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class Episode:
     trajectory: tuple[StepEvidence, ...]
     reason: str | None = None  # why the browser ended it that way (blocked, crashed, ...)
     policy_version: str = "unknown"
+    page_reward: float | None = None  # a self-scoring page's raw reward (EpisodeCompleted)
 
     @property
     def submitted(self) -> bool:
@@ -95,6 +98,11 @@ def page_excerpt(tree: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + " ..."
 
 
+def environment_label(req: EpisodeRequested) -> str | None:
+    env = req.task.environment
+    return None if env is None else f"{env.kind} {env.name}, seed {env.seed}"
+
+
 def request_record(req: EpisodeRequested) -> dict[str, Any]:
     task = req.task
     return {
@@ -102,7 +110,7 @@ def request_record(req: EpisodeRequested) -> dict[str, Any]:
         "fact_groups": [{"id": g.id, "description": g.description, "facts": list(g.facts)}
                         for g in task.evaluator_reference],
         "definite_answer": task.definite_answer, "max_steps": req.max_steps,
-        "policy_version": req.policy_version,
+        "policy_version": req.policy_version, "environment": environment_label(req),
     }
 
 
@@ -162,6 +170,7 @@ def build_episode(
         fact_groups=tuple(FactGroupRef(g["id"], g["description"], tuple(g["facts"]))
                           for g in request.get("fact_groups", [])),
         definite_answer=request.get("definite_answer"),
+        environment=request.get("environment"),  # absent in records from before it existed
     )
     steps = []
     for step in sorted(set(observations) | set(actions)):
@@ -183,7 +192,7 @@ def build_episode(
         episode_id=done.episode_id, task=task, termination=done.termination, answer=done.answer,
         steps_taken=done.steps, max_steps=request.get("max_steps", done.steps),
         trajectory=tuple(steps), reason=done.reason,
-        policy_version=request.get("policy_version", "unknown"),
+        policy_version=request.get("policy_version", "unknown"), page_reward=done.page_reward,
     )
 
 

@@ -44,6 +44,7 @@ from processors.policy.decisions import (
     live_from_request,
     next_context,
     note_effect,
+    take_instruction,
 )
 from processors.policy.models import ServedModels
 from processors.policy.policies import (
@@ -178,7 +179,7 @@ def build_app(settings: Settings) -> faust.App:
             return isinstance(entry_of(obs.episode_id), Live) and (
                 deadline is None or now_ms() + next_try_in_s * 1000 < deadline)
 
-        ctx = note_effect(entry.ctx, obs)
+        ctx = take_instruction(note_effect(entry.ctx, obs), obs)
         chooser = teacher if ctx.demonstration else policy
         if served is not None and not ctx.demonstration:
             await served.ready.wait()  # on the newest served version, even right after a start

@@ -135,6 +135,15 @@ def should_decide(ctx: EpisodeContext, obs: StepObserved) -> str | None:
     return None
 
 
+def take_instruction(ctx: EpisodeContext, obs: StepObserved) -> EpisodeContext:
+    """The context whose task is the instruction the page wrote, when the observation carries
+    one (a MiniWoB++ page states its task at step 0; the task's own text is a placeholder).
+    The context is kept after the action, so later steps keep the page's instruction."""
+    if not obs.instruction or obs.instruction == ctx.task_name:
+        return ctx
+    return replace(ctx, task_name=obs.instruction)
+
+
 def note_effect(ctx: EpisodeContext, obs: StepObserved) -> EpisodeContext:
     """The context with what the previous step's action did, as this observation reports it."""
     if not ctx.history or ctx.history[-1].step != obs.step - 1:

@@ -25,6 +25,8 @@ class Ending:
     answer: str | None = None
     # The page may be hung: close it first, so that closing its context does not hang too.
     page_suspect: bool = False
+    # A self-scoring page's raw reward, read as the episode ended (page_env.py).
+    page_reward: float | None = None
 
 
 def ending_for(err: Exception, page_crash: str | None = None) -> Ending:
@@ -52,4 +54,5 @@ def completion_event(session: EpisodeSession, ending: Ending, worker_id: str) ->
         answer=ending.answer, reason=ending.reason,
         final_url=session.page.url if session.page else None,
         started_at=datetime.fromtimestamp(session.started_at, UTC), worker_id=worker_id,
+        page_reward=ending.page_reward,
     )

@@ -7,6 +7,9 @@ it from the log.
 
 Open a context, visit the start page, publish step 0; then for each action of the
 current step: execute it, observe, publish the next step; end with EpisodeCompleted.
+A page that scores itself (MiniWoB++, page_env.py) is started with the task's seed before
+step 0, whose observation carries the page's instruction; the page saying done ends the
+episode, and its reward is read into the EpisodeCompleted however the episode ended.
 Whatever stops it (a cancel, a crashed or hung page, Kafka or MinIO failing past their
 retries, a bug) decides the termination and reason (endings.py); a hung page is closed,
 then its context, then (if need be) the browser is replaced.
@@ -24,6 +27,13 @@ from producers.browser.browser_pool import BrowserPool, close_quietly
 from producers.browser.endings import Ending, completion_event, ending_for
 from producers.browser.execute import ActionFailed, execute, settle
 from producers.browser.observe import Observation, looks_blocked, observe
+from producers.browser.page_env import (
+    done_reason,
+    page_env,
+    page_state_of,
+    start_episode,
+    with_page_reward,
+)
 from producers.browser.retries import UploadFailed, deliver, retry_until
 from producers.browser.session import (
     EpisodeAborted,
@@ -65,6 +75,7 @@ class EpisodeRunner:
                 ending = Ending(*session.stopped)
             else:
                 ending = await self._play_until_stopped(session)
+                ending = await with_page_reward(session, ending, self.cfg.action_timeout_s)
                 await self._close(session, ending)
             await self._complete(session, ending)
         except asyncio.CancelledError:
@@ -111,8 +122,12 @@ class EpisodeRunner:
         navs = session.nav_requests
         await page.goto(url, wait_until="commit", timeout=self.cfg.navigation_timeout_s * 1000)
         loading = await settle(session, page, self.cfg, navs)
+        instruction = None
+        if (env := page_env(session)) is not None:
+            instruction = await start_episode(page, env, session.request.deadline.timestamp(),
+                                              self.cfg.navigation_timeout_s)
         return await self._observe_and_publish(
-            session, effect=loading or f"opened {url}", error=None
+            session, effect=loading or f"opened {url}", error=None, instruction=instruction
         )
 
     async def _follow_popup(
@@ -143,9 +158,15 @@ class EpisodeRunner:
             if session.crashed:
                 raise EpisodeAborted("crashed", session.crashed)
             session.step += 1
-            blocked = await self._observe_and_publish(session, effect, error)
+            state = await page_state_of(session, self.cfg.action_timeout_s)
+            done = state is not None and state.done
+            blocked = await self._observe_and_publish(session, effect, error, page_done=done)
             if blocked:
                 return Ending("blocked", blocked)
+            if state is not None and state.done:
+                # No step is left once the page has ended its episode; "max_steps" (not
+                # "answer": there is no answer, and no action follows this observation).
+                return Ending("max_steps", done_reason(state))
             if session.step >= req.max_steps:
                 return Ending("max_steps")
 
@@ -179,19 +200,22 @@ class EpisodeRunner:
             session.labelled = label
 
     async def _observe_and_publish(
-        self, session: EpisodeSession, effect: str | None, error: str | None
+        self, session: EpisodeSession, effect: str | None, error: str | None,
+        instruction: str | None = None, page_done: bool = False,
     ) -> str | None:
         """Publish the current step's observation; returns why the page is blocked, if it is."""
         started = time.perf_counter()
         obs = await observe(*session.attached, self.cfg)
-        blocked = looks_blocked(obs.tree, session.last_status)
-        terminal = bool(blocked) or session.step >= session.request.max_steps
-        await self._publish_observation(session, obs, effect, error, terminal, started)
+        # A self-scoring page is a local benchmark page, never an anti-bot wall.
+        blocked = None if page_env(session) else looks_blocked(obs.tree, session.last_status)
+        terminal = bool(blocked) or page_done or session.step >= session.request.max_steps
+        await self._publish_observation(session, obs, effect, error, terminal, started,
+                                        instruction)
         return blocked
 
     async def _publish_observation(
         self, session: EpisodeSession, obs: Observation, effect: str | None,
-        error: str | None, terminal: bool, started: float,
+        error: str | None, terminal: bool, started: float, instruction: str | None,
     ) -> None:
         fmt = self.cfg.screenshot_format
         until = min(session.request.deadline.timestamp(),
@@ -211,7 +235,7 @@ class EpisodeRunner:
             screenshot_uri=blob.uri, screenshot_sha256=blob.sha256, screenshot_format=fmt,
             accessibility_tree=obs.tree, marks=obs.marks, timings_ms=obs.timings_ms,
             action_effect="; ".join(x for x in (effect, notes) if x) or None,
-            error=error, terminal=terminal, worker_id=self.worker_id,
+            error=error, terminal=terminal, worker_id=self.worker_id, instruction=instruction,
         )
         await deliver(self.producer, Topic.OBSERVATIONS, session.episode_id, event, until)
 

@@ -19,13 +19,14 @@ from processors.policy.decisions import (
     note_effect,
     request_may_come,
     should_decide,
+    take_instruction,
     triage,
 )
 from processors.policy.policies import Decision
 from tests.factories import sample_event
 from webgym_common.actions import parse_action
 from webgym_common.events import EpisodeRequested, StepObserved, Viewport, utc_now
-from webgym_common.prompts import EpisodeContext, StepRecord
+from webgym_common.prompts import EpisodeContext, StepRecord, build_messages
 from webgym_common.replies import ParsedReply
 
 
@@ -164,3 +165,18 @@ def test_the_next_context_remembers_the_step_its_memory_and_what_was_decided() -
     assert ctx.history == [] and ctx.last_decided == 3  # the old context is unchanged
     kept = next_context(ctx, action_event(ctx, observation(4), decision(memory=None), None, "v"))
     assert kept.memory_json == '{"old": 1}'  # a reply without memory keeps the old one
+
+
+def test_the_page_s_instruction_becomes_the_task_for_this_and_later_steps() -> None:
+    ctx = context(task_name="MiniWoB++ click-button, seed 3 (the page states the task)")
+    said = 'Click on the "no" button.'
+    first = take_instruction(ctx, observation(0, instruction=said))
+    assert first.task_name == said and ctx.task_name.startswith("MiniWoB++")  # a copy
+    assert build_messages(first, "http://x/", [])[1]["content"].startswith(f"Task: {said}\n")
+    # Kept with the context (a JSON table entry) after the action, so step 1 still has it.
+    after = next_context(first, action_event(first, observation(0), decision(), None, "v"))
+    stored = entry_from_json(entry_to_json(Live(after, NOW)))
+    assert isinstance(stored, Live) and stored.ctx.task_name == said
+    assert take_instruction(stored.ctx, observation(1)).task_name == said  # no instruction
+    assert take_instruction(context(), observation(0)) == context()  # other tasks: as they are
+    assert take_instruction(context(), observation(0, instruction="")) == context()
