@@ -29,7 +29,7 @@ from producers.catalog import load_tasks
 from producers.controller.run import rollout
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventProducer
-from webgym_common.config import Settings, get_settings
+from webgym_common.config import PolicyKind, Settings, get_settings
 
 console = Console()
 TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
@@ -41,7 +41,7 @@ def mode_settings(base: Settings, k: int, max_steps: int, episode_minutes: float
     return base.model_copy(update={
         "kafka": base.kafka.model_copy(update={"topic_prefix": prefix}),
         "infra": base.infra.model_copy(update={"data_dir": data}),
-        "policy": base.policy.model_copy(update={"kind": "vllm"}),
+        "policy": base.policy.model_copy(update={"kind": PolicyKind.VLLM}),
         "rollout": base.rollout.model_copy(update={
             "train": True, "demonstration_share": 0.5, "seed": 11, "strategy": "uniform",
             # A 135M model rarely answers: cut its episodes, as the loop test does.

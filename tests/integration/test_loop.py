@@ -25,7 +25,7 @@ from producers.catalog import run_tasks_load
 from producers.controller.run import rollout
 from tests.support.launch import BrowserWorkerProcess, PipelineProcess
 from webgym_common.bus import EventConsumer, EventProducer
-from webgym_common.config import Settings
+from webgym_common.config import PolicyKind, Settings
 from webgym_common.events import (
     ActionChosen,
     Event,
@@ -45,7 +45,7 @@ ITERATIONS = 2
 
 def loop_settings(settings: Settings, vllm_base: Settings, max_staleness: int) -> Settings:
     return settings.model_copy(update={
-        "policy": vllm_base.policy.model_copy(update={"kind": "vllm", "max_inflight": 4}),
+        "policy": vllm_base.policy.model_copy(update={"kind": PolicyKind.VLLM, "max_inflight": 4}),
         "vllm": vllm_base.vllm,
         "rollout": settings.rollout.model_copy(update={
             "train": True, "demonstration_share": 0.5, "seed": 7,
