@@ -157,7 +157,8 @@ def make_request(settings: Settings, eid: str, task: Task, iteration: int, split
     demo = is_demonstration(eid, task, split, settings.rollout.demonstration_share)
     return EpisodeRequested(
         episode_id=eid, task=task, iteration=iteration, split=split,
-        max_steps=max_steps_for(task.difficulty, split), deadline=utc_now() + timeout,
+        max_steps=task.max_steps or max_steps_for(task.difficulty, split),
+        deadline=utc_now() + timeout,
         policy_version=DEMONSTRATION_VERSION if demo else version,
         interaction_mode=settings.rollout.interaction_mode, demonstration=demo,
     )

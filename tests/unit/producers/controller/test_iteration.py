@@ -256,3 +256,11 @@ def test_seeded_demonstrations_are_teacher_forced_training_tasks_with_references
     assert not is_demonstration(episode_id("train", 0, 2, "t3"), tasks[3], "train", share=0.0)
     assert first_training_iteration([started(0, "test")], 1)
     assert not first_training_iteration([started(0)], 1)
+
+
+def test_a_tasks_own_step_limit_wins_over_the_band_limit() -> None:
+    settings = load_settings()
+    base = Task(task_id="t", task_name="n", domain="d", website="w", difficulty=8)
+    assert make_request(settings, "train-it0-0000-t", base, 0, "train", "base").max_steps == 30
+    own = base.model_copy(update={"max_steps": 5})
+    assert make_request(settings, "train-it0-0000-t", own, 0, "train", "base").max_steps == 5
