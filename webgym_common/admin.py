@@ -138,3 +138,25 @@ async def _describe_topic_configs_once(
                 raise TopicNotKnownYet(f"{name}: error {error_code} {error_message}")
             out[name] = {entry[0]: entry[1] for entry in entries}
     return out
+
+
+async def create_topic(settings: Settings, spec: TopicSpec) -> str:
+    """One topic outside the registry (webgym replay's derived topics): "created" or "exists"
+    (made before, by this or another process); returns once its partitions have leaders."""
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        status = "exists"
+        if spec.name not in set(await admin.list_topics()):
+            response = await admin.create_topics(
+                [_new_topic(spec, settings.kafka.replication_factor)],
+                timeout_ms=settings.kafka.request_timeout_ms)
+            for name, code, *message in response.topic_errors:
+                if code == 0:
+                    status = "created"
+                elif code != TOPIC_ALREADY_EXISTS:
+                    raise RuntimeError(f"creating topic {name} failed: error {code} {message}")
+        await _wait_for_leaders(admin, [spec.name])
+        return status
+    finally:
+        await admin.close()

@@ -131,7 +131,7 @@ class EventConsumer:
     def __init__(
         self,
         settings: Settings,
-        topics: Iterable[Topic],
+        topics: Iterable[Topic | str],
         group_id: str | None,
         producer: EventProducer,
         codec: Codec | None = None,
@@ -147,7 +147,10 @@ class EventConsumer:
         self.group_id = group_id
         self.producer = producer
         self.codec = codec or producer.codec
-        self.topic_names = [topic_name(settings.kafka, t) for t in topics]
+        # A Topic is the registry's; a plain string names a topic outside it (webgym replay's
+        # derived topics), in full.
+        self.topic_names = [topic_name(settings.kafka, t) if isinstance(t, Topic) else t
+                            for t in topics]
         self.consumer = make_consumer(settings, [], group_id, client_id)
         self.listener = _Forget(self, listener)
         self.dead_lettered = 0

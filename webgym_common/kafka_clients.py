@@ -10,9 +10,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from webgym_common.config import Settings
 
 
-def make_producer(settings: Settings, client_id: str = "webgym") -> AIOKafkaProducer:
+def make_producer(settings: Settings, client_id: str = "webgym",
+                  transactional_id: str | None = None) -> AIOKafkaProducer:
+    """`transactional_id`: a transactional producer; starting one fences (and aborts the open
+    transaction of) an earlier producer with the same id."""
     k = settings.kafka
     return AIOKafkaProducer(
+        transactional_id=transactional_id,
         bootstrap_servers=k.bootstrap_servers,
         client_id=client_id,
         acks="all",

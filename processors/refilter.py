@@ -1,0 +1,146 @@
+"""`webgym replay refilter`: a new replay set from the scored history, with any filters.
+
+Delivery: exactly once per sample per run, resumable when killed. The run is its target
+topic (new, created like webgym.replay). At start the target is read to its end and the
+samples already there are skipped; samples go out in Kafka transactions of a producer
+fenced by the target's name (webgym_common.derived). The selection is a pure function of
+the range, the filters and the seed, so a restarted run selects the same samples.
+
+Consume: EpisodeScored over the range (webgym.episodes.scored, or a topic `webgym replay
+rescore` wrote), the first score of each episode, in log order. Decide: the replay
+processor's own rules (processors.replay_decisions.training_steps) with the filters given
+(success only, same screenshot, failures kept); then `select` (the CLI passes the trainer's
+recency-biased draw, consumers/trainer/draw.py) picks among the eligible steps, oldest
+first. Publish: each picked step's ReplaySample (its prompt read from the object store, as
+the replay processor does), keyed by sample id. A step whose prompt is missing or unusable
+is reported and left out. Point the trainer at the target with
+WEBGYM_TRAINER__REPLAY_TOPIC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from processors.replay import BlobStore, Replayer
+from processors.replay_decisions import KeptStep, sample_id, training_steps
+from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.config import ReplaySettings, Settings
+from webgym_common.derived import DerivedWriter, create_derived, written
+from webgym_common.events import EpisodeScored, Event, ReplaySample
+from webgym_common.logrange import LogRange, Spans, read_range, records_in
+from webgym_common.objectstore import ObjectStore
+from webgym_common.topics import Topic
+
+BATCH = 64  # samples built at once and written in one transaction
+Candidate = tuple[EpisodeScored, KeptStep]
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class Filters:
+    success_only: bool = True
+    same_screenshot: bool = True  # drop a step whose next screenshot is the same (WebGym)
+    include_failures: bool = False
+
+    def replay_settings(self, base: ReplaySettings) -> ReplaySettings:
+        return base.model_copy(update={"success_only": self.success_only,
+                                       "filter_same_screenshot": self.same_screenshot,
+                                       "include_failures": self.include_failures})
+
+
+def first_scores(events: Sequence[Event], rng: LogRange) -> list[EpisodeScored]:
+    """The first score of each episode the range wants, in log order."""
+    seen: dict[str, EpisodeScored] = {}
+    for e in events:
+        if isinstance(e, EpisodeScored) and rng.wants(e.iteration):
+            seen.setdefault(e.episode_id, e)
+    return list(seen.values())
+
+
+def candidates(scores: Sequence[EpisodeScored], cfg: ReplaySettings) -> list[Candidate]:
+    """Every training-eligible step under the filters, oldest first (log order, then step)."""
+    return [(s, kept) for s in scores for kept in training_steps(s, cfg)]
+
+
+def sample_key(event: Event) -> str | None:
+    return event.sample_id if isinstance(event, ReplaySample) else None
+
+
+@dataclass
+class RefilterResult:
+    target: str
+    episodes: int = 0
+    eligible: int = 0
+    picked: int = 0
+    written: int = 0
+    resumed: int = 0
+    records: int = 0
+    steps: int = 0  # trajectory steps of the episodes read
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+async def refilter(settings: Settings, source: Topic | str, target: str, rng: LogRange,
+                   filters: Filters,
+                   select: Callable[[list[Candidate]], list[Candidate]] = lambda c: c,
+                   store: BlobStore | None = None, on_progress: Progress | None = None,
+                   stop_after: int | None = None) -> RefilterResult:
+    """Write the range's eligible (and selected) samples to `target` (see the module doc).
+    `stop_after`: write at most that many batches, then return (tests)."""
+    started = time.perf_counter()
+    result = RefilterResult(target)
+    cfg = filters.replay_settings(settings.replay)
+    await create_derived(settings, Topic.REPLAY, target)
+    async with EventProducer(settings, client_id="replay-refilter") as producer:
+        # consume
+        done = await written(settings, producer, target, sample_key)
+        events = await _read(settings, producer, source, rng, result, on_progress)
+        scores = first_scores(events, rng)
+        result.episodes, result.steps = len(scores), sum(len(s.trajectory) for s in scores)
+        # decide
+        eligible = candidates(scores, cfg)
+        picked = select(eligible)
+        result.eligible, result.picked = len(eligible), len(picked)
+        todo = [(s, k) for s, k in picked if sample_id(s.episode_id, k.step) not in done]
+        result.resumed = len(picked) - len(todo)
+        replayer = Replayer(cfg, store or ObjectStore(settings.s3), producer, "replay-refilter")
+        # publish
+        async with DerivedWriter(settings, target, producer) as writer:
+            for batch_no, first in enumerate(range(0, len(todo), BATCH)):
+                if stop_after is not None and batch_no >= stop_after:
+                    break
+                made = await asyncio.gather(*(replayer.sample(s, k)
+                                              for s, k in todo[first:first + BATCH]))
+                samples = [m for m in made if isinstance(m, ReplaySample)]
+                result.problems += [f"{s.episode_id} {m}" for (s, _), m
+                                    in zip(todo[first:first + BATCH], made, strict=True)
+                                    if isinstance(m, str)]
+                await writer.write([(s.sample_id, s) for s in samples])
+                result.written += len(samples)
+                if on_progress is not None:
+                    on_progress("samples", first + len(made), len(todo))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+async def _read(settings: Settings, producer: EventProducer, source: Topic | str,
+                rng: LogRange, result: RefilterResult, on_progress: Progress | None
+                ) -> list[Event]:
+    events: list[Event] = []
+    total = 0
+
+    def sized(ranges: Spans) -> None:
+        nonlocal total
+        total = records_in(ranges)
+
+    async with EventConsumer(settings, [source], None, producer, client_id="replay-refilter",
+                             any_type=True) as reader:
+        async for batch in read_range(reader, rng, on_spans=sized):
+            events += [r.event for r in batch]
+            if on_progress is not None:
+                on_progress("scores", len(events), total)
+    result.records = len(events)
+    return events
