@@ -11,7 +11,7 @@ import logging
 
 import typer
 
-from webgym_cli import evaluate, infra, pipeline, rollout, sandbox, tasks, topics, worker
+from webgym_cli import evaluate, infra, pipeline, replay, rollout, sandbox, tasks, topics, worker
 
 app = typer.Typer(help="WebGym Stream: RL for web agents over Kafka.", no_args_is_help=True)
 app.add_typer(rollout.app)  # rollout, run, drive, export: top-level commands
@@ -22,6 +22,7 @@ app.add_typer(topics.app, name="topics")
 app.add_typer(worker.app, name="worker")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(replay.app, name="replay")
 
 
 @app.callback()

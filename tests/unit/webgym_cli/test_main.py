@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from webgym_cli.main import app
 
 TOP = ["rollout", "run", "drive", "export", "eval", "pipeline", "infra", "topics", "worker",
-       "sandbox", "tasks"]
+       "sandbox", "tasks", "replay"]
 GROUPS = {
     "infra": ["up", "prepare", "status", "down"],
     "topics": ["create", "list"],
@@ -19,6 +19,7 @@ GROUPS = {
                "model-loader"],
     "sandbox": ["up"],
     "tasks": ["load"],
+    "replay": ["rescore", "refilter", "export"],
 }
 
 
