@@ -11,11 +11,23 @@ import logging
 
 import typer
 
-from webgym_cli import evaluate, infra, pipeline, replay, rollout, sandbox, tasks, topics, worker
+from webgym_cli import (
+    evaluate,
+    infra,
+    monitor,
+    pipeline,
+    replay,
+    rollout,
+    sandbox,
+    tasks,
+    topics,
+    worker,
+)
 
 app = typer.Typer(help="WebGym Stream: RL for web agents over Kafka.", no_args_is_help=True)
 app.add_typer(rollout.app)  # rollout, run, drive, export: top-level commands
 app.add_typer(evaluate.app)  # eval
+app.add_typer(monitor.app)  # monitor
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(infra.app, name="infra")
 app.add_typer(topics.app, name="topics")

@@ -467,6 +467,30 @@ class RolloutSettings(BaseModel):
     train: bool = False
 
 
+class MonitorSettings(BaseModel):
+    """`webgym monitor`: the read-only web app that follows the topics (consumers/monitor/)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # Loopback by default: the pages show task text, model output and screenshots.
+    host: str = "127.0.0.1"
+    port: int = Field(18780, ge=1, le=65535)
+    # The scored topic the trajectory viewer and the grid's rewards read: empty = the
+    # registry's <prefix>.episodes.scored; a full topic name picks a re-scored history.
+    scored_topic: str = ""
+    # Episodes kept with their steps (the oldest are forgotten first); bounds memory.
+    max_episodes: int = Field(2000, ge=10)
+    dead_letters: int = Field(500, ge=1, description="the newest N dead letters shown")
+    lag_interval_s: float = Field(2.0, gt=0, description="how often consumer lag is read")
+    # Each browser tab's queue of live updates; a tab that falls this far behind is
+    # disconnected (its EventSource reconnects and the page reloads).
+    client_queue: int = Field(1000, ge=10)
+    # TensorBoard event files of the metrics, evaluations and training losses; unset:
+    # <data_dir>/tensorboard. Rewritten from the log at each start.
+    tensorboard: bool = True
+    tensorboard_dir: Path | None = None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="WEBGYM_",
@@ -486,6 +510,7 @@ class Settings(BaseSettings):
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
+    monitor: MonitorSettings = Field(default_factory=MonitorSettings)
 
     @model_validator(mode="before")
     @classmethod

@@ -48,6 +48,7 @@ PIPELINE_COMMANDS = {
     "replay": ["webgym", "worker", "replay"],
     "trainer": ["webgym", "worker", "trainer"],
     "model-loader": ["webgym", "worker", "model-loader"],
+    "monitor": ["webgym", "monitor"],
 }
 
 # Services built from the project image: the pipeline plus the one-shot init (the trainer
@@ -56,7 +57,7 @@ PROJECT_SERVICES = {*PIPELINE_COMMANDS, "topic-init"} - {"trainer"}
 
 EXPECTED_SERVICES = {*INFRA_IMAGES, *PROJECT_SERVICES}
 
-USES_OBJECT_STORE = {"browser", "evaluator", "replay", "trainer", "model-loader"}
+USES_OBJECT_STORE = {"browser", "evaluator", "replay", "trainer", "model-loader", "monitor"}
 
 VALID_CONDITIONS = {
     "service_started",
@@ -224,6 +225,7 @@ def test_project_services_build_the_project_image(
         ("redpanda", {19092}),
         ("minio", {9000, 9001}),
         ("console", {8080}),
+        ("monitor", {18780}),
     ],
 )
 def test_published_ports(services: dict[str, dict[str, Any]], name: str, ports: set[int]) -> None:

@@ -1,0 +1,1 @@
+"""`webgym monitor`: the read-only web app that follows the topics (app.py is the story)."""

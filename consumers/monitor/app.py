@@ -1,0 +1,149 @@
+"""`webgym monitor`: a read-only web app that follows the topics live.
+
+Delivery: none to give. The monitor reads every topic from its beginning without a
+consumer group (consumers/monitor/feed.py): it commits no offset, joins no group and
+publishes nothing, so no consumer of the pipeline notices it. It folds each event into
+its view (state.py) and pushes what changed to the open live pages as server-sent events;
+a restart reads the log again and shows the same. Bytes that do not decode are skipped
+(the pipeline's own processes dead-letter them). The metrics also go to TensorBoard event
+files (tensorboard.py), rewritten from the log at each start.
+
+The story: consume (Feed) → fold (View.apply) → render (pages.py: Jinja2 templates with
+autoescape; page-derived text is hostile and is only ever inserted as text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from consumers.monitor.feed import Feed, group_lags
+from consumers.monitor.state import Change, View, progress
+from consumers.monitor.tensorboard import TensorBoardSink
+from webgym_common.config import Settings
+from webgym_common.lifecycle import mark_ready, run_until_signalled
+from webgym_common.topics import Topic, topic_name
+
+log = logging.getLogger(__name__)
+
+# Everything the pages show; webgym.tasks is not read (EpisodeRequested carries its task).
+FOLLOWED = (Topic.EPISODES, Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISODES_COMPLETED,
+            Topic.CONTROL, Topic.METRICS, Topic.EVALUATIONS, Topic.TRAINING, Topic.MODELS,
+            Topic.MODELS_SERVED, Topic.TASK_HISTORY, Topic.BLOCKLIST, Topic.DLQ)
+STATS_EVERY_S = 1.0
+
+
+def scored_topic(settings: Settings) -> str:
+    return settings.monitor.scored_topic or topic_name(settings.kafka, Topic.EPISODES_SCORED)
+
+
+def followed_topics(settings: Settings) -> list[str]:
+    return [*(topic_name(settings.kafka, t) for t in FOLLOWED), scored_topic(settings)]
+
+
+@dataclass
+class Subscriber:
+    """One open live page: a bounded queue of SSE messages; dropped when it falls behind."""
+
+    queue: asyncio.Queue[str]
+    dropped: bool = False
+
+
+@dataclass
+class Monitor:
+    settings: Settings
+    view: View
+    subscribers: set[Subscriber] = field(default_factory=set)
+    lags: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def push(self, kind: str, data: dict[str, Any]) -> None:
+        message = f"event: {kind}\ndata: {json.dumps(data)}\n\n"
+        for sub in list(self.subscribers):
+            try:
+                sub.queue.put_nowait(message)
+            except asyncio.QueueFull:  # a tab that cannot keep up reconnects and reloads
+                sub.dropped = True
+                self.subscribers.discard(sub)
+
+    def announce(self, change: Change, timestamp_ms: int) -> None:
+        if change.iteration is not None:
+            self.push("iteration", {"iteration": change.iteration})
+        if change.episode is not None:
+            self.push("episode", {**change.episode, "ts": timestamp_ms})
+
+    def stats(self) -> dict[str, Any]:
+        it = self.view.current_iteration
+        started = self.view.iterations.get(it) if it is not None else None
+        return {"iteration": it,
+                "progress": progress(self.view.grid(it),
+                                     started.tasks_requested if started else None),
+                **self.view.rates(int(time.time() * 1000)), "lag": self.lags,
+                "closed": it in self.view.closed}
+
+
+async def follow(monitor: Monitor, feed: Feed, sink: TensorBoardSink | None) -> None:
+    async for batch in feed.records():  # consume
+        for record in batch:
+            change = monitor.view.apply(record.event, record.timestamp_ms)  # fold
+            if change is not None:
+                monitor.announce(change, record.timestamp_ms)  # render: the live pages
+            if sink is not None:
+                sink.write(record.event)
+
+
+async def watch_lag(monitor: Monitor, feed: Feed) -> None:
+    while True:
+        try:
+            monitor.lags = await group_lags(monitor.settings, feed)
+        except Exception as err:  # a broker hiccup must not stop the pages
+            log.warning("monitor: reading consumer lag failed: %r", err)
+        await asyncio.sleep(monitor.settings.monitor.lag_interval_s)
+
+
+async def tick(monitor: Monitor) -> None:
+    while True:
+        monitor.push("stats", monitor.stats())
+        await asyncio.sleep(STATS_EVERY_S)
+
+
+def tensorboard_dir(settings: Settings) -> Path:
+    base = settings.monitor.tensorboard_dir or settings.infra.data_dir / "tensorboard"
+    return base / settings.kafka.topic_prefix
+
+
+async def serve(settings: Settings) -> None:
+    from consumers.monitor.pages import make_app  # the web side: templates and routes
+
+    cfg = settings.monitor
+    monitor = Monitor(settings, View(cfg.max_episodes, cfg.dead_letters))
+    sink = TensorBoardSink(tensorboard_dir(settings)) if cfg.tensorboard else None
+    runner = web.AppRunner(make_app(monitor), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, cfg.host, cfg.port).start()
+        async with Feed(settings, followed_topics(settings)) as feed:
+            log.info("monitor on http://%s:%d/ following %d topics", cfg.host, cfg.port,
+                     len(feed.topics))
+            mark_ready(f"monitor on http://{cfg.host}:{cfg.port}/")
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(follow(monitor, feed, sink))
+                tasks.create_task(watch_lag(monitor, feed))
+                tasks.create_task(tick(monitor))
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(runner.cleanup(), 10)
+        if sink is not None:
+            sink.close()
+
+
+async def run_monitor(settings: Settings) -> None:
+    """Run until SIGTERM/SIGINT."""
+    await run_until_signalled(serve(settings))
