@@ -26,6 +26,8 @@ from infra.sandbox import (
 from infra.sandbox.layout import link, render
 
 TASKS_FILE = Path(__file__).parent / "tasks" / "sandbox_tasks.jsonl"
+# Template-generated suites with train / test / ood splits (infra/sandbox/tasks/generated).
+GENERATED_TASKS_FILE = Path(__file__).parent / "tasks" / "generated_tasks.jsonl"
 SITES = [
     ("/shop/", "Gadget Depot (shop)", "search, filters, product specs, cart and checkout"),
     ("/wiki/", "Sandpedia (wiki)", "articles with infoboxes, internal links and search"),

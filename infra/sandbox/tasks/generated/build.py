@@ -1,0 +1,49 @@
+"""Generated tasks as JSONL records, in a fixed order, and a summary table for the README."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from infra.sandbox.tasks.generated import forum_gen, shop_gen, splits, travel_gen, wiki_gen
+from infra.sandbox.tasks.generated.draft import Draft, to_record
+from webgym_common.tasks import band_of
+
+TEMPLATES: list[Callable[[], list[Draft]]] = [
+    *shop_gen.TEMPLATES, *wiki_gen.TEMPLATES, *forum_gen.TEMPLATES, *travel_gen.TEMPLATES,
+]
+
+
+def generated_tasks() -> list[dict[str, Any]]:
+    """Every template's kept drafts, numbered per template from 001 (ids stay dense)."""
+    records: list[dict[str, Any]] = []
+    for template in TEMPLATES:
+        kept = [x for x in template() if splits.keep(x.template, x.entities)]
+        for n, draft in enumerate(kept, start=1):
+            records.append(to_record(draft, n, splits.split_of(draft.template, draft.entities)))
+    ids = [r["task_id"] for r in records]
+    assert len(ids) == len(set(ids)), "duplicate task ids"
+    names = [r["task_name"] for r in records]
+    assert len(names) == len(set(names)), "duplicate instructions (the loader drops repeats)"
+    return records
+
+
+def summary_table(records: list[dict[str, Any]]) -> str:
+    """Markdown: one row per template with its site, band, difficulty and tasks per split."""
+    rows = ["| Template | Site | Band (difficulty) | train | test | ood |",
+            "|---|---|---|---|---|---|"]
+    per: dict[str, Counter[str]] = {}
+    first: dict[str, dict[str, Any]] = {}
+    for r in records:
+        per.setdefault(r["template"], Counter())[r["split"]] += 1
+        first.setdefault(r["template"], r)
+    for name, counts in per.items():
+        r = first[name]
+        rows.append(f"| `{name}` | {r['domain'].removeprefix('sandbox-')} | "
+                    f"{band_of(r['difficulty'])} ({r['difficulty']}) | {counts['train']} | "
+                    f"{counts['test']} | {counts['ood']} |")
+    total = Counter(r["split"] for r in records)
+    rows.append(f"| **all {len(per)} templates** | | | {total['train']} | {total['test']} | "
+                f"{total['ood']} |")
+    return "\n".join(rows)

@@ -1,0 +1,102 @@
+"""Which split a generated task belongs to: train, test (held-out entities) or ood (held-out
+templates).
+
+**Entity split.** Every task names the things it is about in `entities` ("product:Cobalt
+Pulse 311", "article:Marlow", "thread:Rome in three days", "route:Lisbon to Berlin",
+"member:bob"): the products, articles, threads, routes or members whose facts its fact groups
+assert. An entity is a test entity when a stable hash of its name falls in the lowest
+`TEST_SHARE` percent (sha256, so the partition survives Python's hash seed and any reordering
+of the data). Wiki articles are the exception: they are held out by *region* (the country an
+article belongs to: a city's country, a person's birthplace's country, a river's first
+country...), whole regions in hash order until a quarter of the articles is held out. The
+wiki's links run mostly inside a region, so a per-article hash would leave almost no chain
+"two links deep" entirely on one side, and a region seen in training would leak neighbouring
+facts into the test articles. A task is "test" when all its entities are test entities and
+"train" when all
+are train entities; a task mixing both is dropped (`keep`). Re-routing it to test would put
+its train entity into a test task, and the promise is two-sided: a test task's product,
+article, thread, route or member never appears in a train task, and vice versa. The cost is
+that multi-entity templates (wiki chains, brand filters, a thread and its member) keep fewer
+tasks; the generators draft enough that every template keeps both splits.
+
+**Template split (ood).** WebGym's out-of-distribution test holds out whole task kinds. Here
+the held-out kind is *comparison*: reading the same attribute on two pages (two products, two
+articles, two search dates) and reporting the winner. The three comparison templates
+(`OOD_TEMPLATES`, one per site that has comparable numbers) never produce train or test tasks,
+so a policy trained on the train split has looked up single facts, followed links, filtered,
+logged in and booked, but never weighed two pages against each other. An ood task is also
+drawn only from test entities (`keep`): its entities must never appear in a train task either,
+so ood measures the new kind on unseen things, not the new kind on memorised facts (it may
+share entities with test tasks: both are held out). Caveat:
+the 69 hand-written tasks (sandbox_tasks.jsonl) carry no split and include a few comparisons;
+a strict ood evaluation trains on the generated train split only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+from infra.sandbox import wiki_data
+from webgym_common.config import Split
+
+TEST_SHARE = 25  # percent of entities held out for the test split
+OOD_TEMPLATES = frozenset({"shop-compare-spec", "wiki-compare", "travel-compare-days"})
+# The infobox row naming an article's country, by category (people go via their birthplace).
+_REGION_ROW = {"cities": "Country", "landmarks": "Country", "rivers": "Countries",
+               "languages": "Spoken in", "currencies": "Used in", "people": "Birthplace"}
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def region_of(title: str) -> str:
+    """The country a wiki article belongs to (the first one its region row links)."""
+    article = wiki_data.BY_TITLE[title]
+    if article.category == "countries":
+        return title
+    raw = dict(article.facts)[_REGION_ROW[article.category]]
+    first = re.match(r"\[\[([^\]|]+)", raw)
+    assert first, (title, raw)
+    return region_of(first.group(1))
+
+
+def _held_out_regions() -> frozenset[str]:
+    """Regions in hash order until at least TEST_SHARE percent of the articles are held out."""
+    sizes: dict[str, int] = {}
+    for a in wiki_data.ARTICLES:
+        sizes[region_of(a.title)] = sizes.get(region_of(a.title), 0) + 1
+    held: list[str] = []
+    for region in sorted(sizes, key=lambda r: _digest(f"region:{r}")):
+        if sum(sizes[r] for r in held) * 100 >= TEST_SHARE * len(wiki_data.ARTICLES):
+            break
+        held.append(region)
+    return frozenset(held)
+
+
+HELD_OUT_REGIONS = _held_out_regions()
+
+
+def is_test_entity(entity: str) -> bool:
+    """The fixed entity partition: articles by region, anything else by its own hash (the
+    first 4 bytes of sha256 modulo 100)."""
+    kind, _, name = entity.partition(":")
+    if kind == "article":
+        return region_of(name) in HELD_OUT_REGIONS
+    return int.from_bytes(_digest(entity)[:4], "big") % 100 < TEST_SHARE
+
+
+def keep(template: str, entities: Iterable[str]) -> bool:
+    """Whether a drafted task is kept: its entities all on one side of the partition, and on
+    the held-out side for an ood template."""
+    held = [is_test_entity(e) for e in entities]
+    return all(held) if template in OOD_TEMPLATES else all(held) or not any(held)
+
+
+def split_of(template: str, entities: Iterable[str]) -> Split:
+    """The split of a kept task (`keep` first: a mixed task has no split)."""
+    if template in OOD_TEMPLATES:
+        return Split.OOD
+    return Split.TEST if any(is_test_entity(e) for e in entities) else Split.TRAIN
