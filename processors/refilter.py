@@ -87,9 +87,8 @@ async def refilter(settings: Settings, source: Topic | str, target: str, rng: Lo
                    filters: Filters,
                    select: Callable[[list[Candidate]], list[Candidate]] = lambda c: c,
                    store: BlobStore | None = None, on_progress: Progress | None = None,
-                   stop_after: int | None = None) -> RefilterResult:
-    """Write the range's eligible (and selected) samples to `target` (see the module doc).
-    `stop_after`: write at most that many batches, then return (tests)."""
+                   ) -> RefilterResult:
+    """Write the range's eligible (and selected) samples to `target` (see the module doc)."""
     started = time.perf_counter()
     result = RefilterResult(target)
     cfg = filters.replay_settings(settings.replay)
@@ -109,9 +108,7 @@ async def refilter(settings: Settings, source: Topic | str, target: str, rng: Lo
         replayer = Replayer(cfg, store or ObjectStore(settings.s3), producer, "replay-refilter")
         # publish
         async with DerivedWriter(settings, target, producer) as writer:
-            for batch_no, first in enumerate(range(0, len(todo), BATCH)):
-                if stop_after is not None and batch_no >= stop_after:
-                    break
+            for first in range(0, len(todo), BATCH):
                 made = await asyncio.gather(*(replayer.sample(s, k)
                                               for s, k in todo[first:first + BATCH]))
                 samples = [m for m in made if isinstance(m, ReplaySample)]
@@ -143,4 +140,6 @@ async def _read(settings: Settings, producer: EventProducer, source: Topic | str
             if on_progress is not None:
                 on_progress("scores", len(events), total)
     result.records = len(events)
+    if on_progress is not None:  # the total counted transaction markers too
+        on_progress("scores", len(events), len(events))
     return events

@@ -13,6 +13,7 @@ import asyncio
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import wraps
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,20 @@ def log_range(start: str | None, end: str | None, iterations: str | None) -> Any
         raise typer.BadParameter(str(err)) from None
 
 
+def refused(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A target that must not be written is one line and exit 1, like any known failure."""
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from webgym_common.derived import DerivedTopicError
+
+        try:
+            return fn(*args, **kwargs)
+        except DerivedTopicError as err:
+            console.print(f"[red]error:[/red] {err}", highlight=False)
+            raise typer.Exit(1) from None
+    return wrapper
+
+
 @contextmanager
 def live_progress() -> Iterator[Callable[[str, int, int], None]]:
     """A progress bar per phase (reading, scoring, writing), driven by on_progress calls."""
@@ -64,6 +79,7 @@ def rates(what: str, items: int, steps: int, seconds: float) -> str:
 
 @app.command("rescore")
 @one_line_errors
+@refused
 def rescore_command(
     to_topic: str = typer.Option(..., "--to-topic", help="The new topic the scores go to."),
     judge: JudgeKind = typer.Option(JudgeKind.RULES, "--judge", help="rules or llm."),
@@ -72,10 +88,13 @@ def rescore_command(
     report: Path | None = typer.Option(
         None, "--report", help="Agreement report base path (.json and .md; default: "
         "<data_dir>/replay/<topic>.agreement)."),
+    batch: int = typer.Option(32, "--batch", min=1,
+                              help="Episodes judged at once and written in one transaction."),
 ) -> None:
     """Score past episodes again with a judge, into a new topic; report the agreement."""
+    from processors.agreement import report_dict, report_markdown
     from processors.evaluator.judge import make_judge
-    from processors.rescore import provenance, report_dict, report_markdown, rescore
+    from processors.rescore import provenance, rescore
 
     settings = settings_with(evaluator={"judge": judge, "model": judge_model})
     rng = log_range(start, end, iterations)
@@ -83,7 +102,8 @@ def rescore_command(
     model = chosen.model if chosen is not None else None
     prov = provenance(judge, chosen, model, to_topic)
     with live_progress() as progress:
-        result = asyncio.run(rescore(settings, to_topic, rng, chosen, prov, progress))
+        result = asyncio.run(rescore(settings, to_topic, rng, chosen, prov, progress,
+                                     batch))
     a = result.agreement
     table = Table(title=f"old rewards vs {prov.judge_kind} ({prov.evaluator_version})")
     for col in ("", "new success", "new failure"):
@@ -113,6 +133,7 @@ def rescore_command(
 
 @app.command("refilter")
 @one_line_errors
+@refused
 def refilter_command(
     to_topic: str = typer.Option(..., "--to-topic", help="The new replay topic."),
     from_topic: str | None = typer.Option(

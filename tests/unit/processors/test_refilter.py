@@ -6,11 +6,11 @@ from __future__ import annotations
 from processors.refilter import Filters, candidates, first_scores, sample_key
 from tests.unit.scored import scored
 from webgym_common.config import load_settings
-from webgym_common.events import TrajectoryStep
+from webgym_common.events import EpisodeScored, TrajectoryStep
 from webgym_common.logrange import LogRange
 
 
-def with_prompts(e, shas=("a", "b", "c")):  # type: ignore[no-untyped-def]
+def with_prompts(e: EpisodeScored, shas: tuple[str, ...] = ("a", "b", "c")) -> EpisodeScored:
     steps = [TrajectoryStep(step=i, url="http://s/", action_string="Click [1]",
                             raw_response="r", prompt_uri=f"s3://b/p{i}",
                             screenshot_sha256=sha) for i, sha in enumerate(shas)]

@@ -11,17 +11,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from processors.agreement import Provenance, agreement, cohen_kappa
 from processors.evaluator.judge import LlmJudge
 from processors.rescore import (
-    Provenance,
-    _score,
-    agreement,
-    cohen_kappa,
     episode_of,
     keypoint_steps,
     prompt_version,
     provenance,
     rescored,
+    score_episode,
 )
 from tests.unit.scored import scored
 from webgym_common.actions import format_action, parse_action
@@ -117,8 +115,8 @@ def test_the_log_keeps_the_first_copy_of_each_part_of_selected_episodes_only() -
 async def test_rescoring_rebuilds_the_episode_and_uses_the_evaluators_reward() -> None:
     cfg = load_settings().evaluator
     log = log_of(episode_events("e1", "42"), episode_events("e2", "41"))
-    right = await _score(log, "e1", None, RULES, cfg)
-    wrong = await _score(log, "e2", None, RULES, cfg)
+    right = await score_episode(log, "e1", None, RULES, cfg)
+    wrong = await score_episode(log, "e2", None, RULES, cfg)
     assert not isinstance(right, str) and not isinstance(wrong, str)
     assert right.reward == 1.0 and wrong.reward == 0.0 and "does not match" in wrong.evaluation
     assert [t.step for t in right.trajectory] == [0, 1, 2]
@@ -205,7 +203,7 @@ async def test_the_llm_judge_scores_with_webgyms_checks_and_records_its_provenan
     judge = LlmJudge(settings)
     prov = provenance(JudgeKind.LLM, judge, judge.model, "run-llm")
     log = log_of(episode_events("e1", "the answer is 42"))
-    result = await _score(log, "e1", judge, prov, settings.evaluator)
+    result = await score_episode(log, "e1", judge, prov, settings.evaluator)
     assert not isinstance(result, str)
     assert result.reward == 1.0 and not result.is_blocked, result.evaluation
     assert result.judge_kind == "llm" and result.judge_model == "judge-m"
@@ -225,7 +223,7 @@ async def test_a_reply_without_a_verdict_line_is_a_reported_judge_failure_never_
     judge = LlmJudge(settings)
     prov = provenance(JudgeKind.LLM, judge, judge.model, "run-llm")
     log = log_of(episode_events("e1", "42"))
-    result = await _score(log, "e1", judge, prov, settings.evaluator)
+    result = await score_episode(log, "e1", judge, prov, settings.evaluator)
     assert not isinstance(result, str)
     assert result.evaluation.startswith(JUDGE_FAILED) and "no `Verdict:" in result.evaluation
     assert fake.asked == 2  # the blocking check, asked again (verdict_attempts), then reported
