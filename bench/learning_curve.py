@@ -1,8 +1,8 @@
 """The learning curve: success on held-out tasks per model version, the whole loop on the CPU.
 
   .venv/bin/python -m bench.learning_curve [--iterations 3] [--tasks 8] [--demos 16]
-      [--eval-limit 10] [--eval-max-steps 6] [--episode-minutes 2] [--train-steps 16]
-      [--out docs]
+      [--eval-limit 10] [--eval-max-steps 6] [--episode-minutes 3] [--train-steps 16]
+      [--temperature 1.0] [--out docs]
 
 On the embedded stack with vLLM (SmolLM2-135M) and its own topics: the generated sandbox
 tasks and MiniWoB++ are loaded with their splits; the pipeline runs (browser worker, vLLM
@@ -28,7 +28,6 @@ from pathlib import Path
 import typer
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from rich.console import Console
 
 from bench.machine import describe_machine
 from infra import pipeline, stack, trainer_env
@@ -36,6 +35,7 @@ from producers.catalog import load_tasks
 from producers.controller.evaluate import evaluate_version, print_results
 from producers.controller.rollout import wait_for_version
 from producers.controller.run import rollout
+from webgym_cli.common import console  # 160 columns when piped to a log
 from webgym_common.admin import create_topics
 from webgym_common.bus import EventProducer
 from webgym_common.config import PolicyKind, SamplingStrategy, Settings, Split, Suite, get_settings
@@ -43,7 +43,6 @@ from webgym_common.events import EvaluationResult
 from webgym_common.readers import read_compacted
 from webgym_common.topics import Topic
 
-console = Console()
 TASK_FILES = (Path("infra/sandbox/tasks/generated_tasks.jsonl"),
               Path("infra/sandbox/tasks/miniwob_tasks.jsonl"))
 COLUMNS = ("version", "suite", "split", "episodes", "successes", "success_rate", "ci_low",
@@ -51,13 +50,15 @@ COLUMNS = ("version", "suite", "split", "episodes", "successes", "success_rate",
 
 
 def curve_settings(base: Settings, *, demos: int, eval_limit: int, eval_max_steps: int,
-                   episode_minutes: float, train_steps: int) -> Settings:
+                   episode_minutes: float, train_steps: int, temperature: float) -> Settings:
     prefix = f"bcurve{uuid.uuid4().hex[:6]}"
     return base.model_copy(update={
         "kafka": base.kafka.model_copy(update={"topic_prefix": prefix}),
         "infra": base.infra.model_copy(update={
             "data_dir": Path(tempfile.mkdtemp(prefix="bench-curve-"))}),
-        "policy": base.policy.model_copy(update={"kind": PolicyKind.VLLM}),
+        # Rollouts explore at WebGym's temperature; evaluations decide at eval_temperature (0).
+        "policy": base.policy.model_copy(update={"kind": PolicyKind.VLLM,
+                                                 "temperature": temperature}),
         "rollout": base.rollout.model_copy(update={
             "train": True, "demonstrations": demos, "demonstration_share": 0.25, "seed": 5,
             "strategy": SamplingStrategy.UNIFORM, "task_timeout_minutes": episode_minutes,
@@ -126,15 +127,15 @@ async def run_curve(settings: Settings, iterations: int, tasks: int) -> list[Eva
 
 
 def main(iterations: int = 3, tasks: int = 8, demos: int = 16, eval_limit: int = 10,
-         eval_max_steps: int = 6, episode_minutes: float = 2.0, train_steps: int = 16,
-         out: Path = Path("docs")) -> None:
+         eval_max_steps: int = 6, episode_minutes: float = 3.0, train_steps: int = 16,
+         temperature: float = 1.0, out: Path = Path("docs")) -> None:
     console.print(describe_machine())
     base = get_settings()
     trainer_env.prepare(base)
     asyncio.run(stack.up(base, with_vllm=True))
     settings = curve_settings(base, demos=demos, eval_limit=eval_limit,
                               eval_max_steps=eval_max_steps, episode_minutes=episode_minutes,
-                              train_steps=train_steps)
+                              train_steps=train_steps, temperature=temperature)
     started = time.perf_counter()
     results = asyncio.run(run_curve(settings, iterations, tasks))
     wall = time.perf_counter() - started
