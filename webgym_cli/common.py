@@ -24,6 +24,10 @@ def _console() -> Console:
 
 console = _console()
 SANDBOX_TASKS = "infra/sandbox/tasks/sandbox_tasks.jsonl"
+# What `webgym run` loads: the hand-written sandbox tasks (no split: train and test), the
+# generated ones and MiniWoB++ (train / test / ood splits).
+RUN_TASKS = (SANDBOX_TASKS, "infra/sandbox/tasks/generated_tasks.jsonl",
+             "infra/sandbox/tasks/miniwob_tasks.jsonl")
 
 
 def _is_known_failure(err: Exception) -> bool:

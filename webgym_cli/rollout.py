@@ -10,7 +10,13 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
-from webgym_cli.common import SANDBOX_TASKS, console, one_line_errors, settings_with
+from webgym_cli.common import (
+    RUN_TASKS,
+    SANDBOX_TASKS,
+    console,
+    one_line_errors,
+    settings_with,
+)
 from webgym_common.config import PolicyKind, SamplingStrategy, Split, get_settings
 
 app = typer.Typer()
@@ -57,6 +63,10 @@ def run(
         0, help="Evaluate every k-th served version (v0 first) on the test and ood splits "
         "before the iteration that runs on it (webgym eval); 0: never."),
     eval_limit: int | None = typer.Option(None, help="Tasks per suite and split evaluated."),
+    tasks: list[Path] = typer.Option(
+        [Path(f) for f in RUN_TASKS], "--tasks", exists=True, dir_okay=False,
+        help="Task files to load (default: the sandbox's hand-written and generated tasks "
+        "and MiniWoB++)."),
 ) -> None:
     """The main job: stack up, sandbox tasks loaded, pipeline up, the RL loop, export.
 
@@ -86,7 +96,8 @@ def run(
                              with_vllm=policy == PolicyKind.VLLM))
         status.update("creating topics")
         asyncio.run(create_topics(settings))
-    asyncio.run(run_tasks_load(settings, Path(SANDBOX_TASKS), console))
+    for path in tasks:
+        asyncio.run(run_tasks_load(settings, path, console))
     with console.status("starting the pipeline processes"):
         asyncio.run(pipeline.up(settings))
     metrics = asyncio.run(rollout(settings, "train", tasks_per_iteration, iterations, console))
