@@ -11,7 +11,7 @@ run: install
 # The whole suite: unit tests and the integration tests against the real stack, with the
 # fast subset of the chaos suite (tests marked chaos_fast).
 test: install
-	bash infra/run_tests.sh -q -p no:cacheprovider
+	bash infra/run_tests.sh -q -p no:cacheprovider --durations=40
 
 # Every chaos scenario (tests/chaos: SIGKILL of each process at several moments, rebalance,
 # MinIO/Kafka/vLLM outages, bad input at volume); long (most of an hour on 2 cores). Prints
