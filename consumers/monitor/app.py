@@ -49,7 +49,7 @@ def followed_topics(settings: Settings) -> list[str]:
     return [*(topic_name(settings.kafka, t) for t in FOLLOWED), scored_topic(settings)]
 
 
-@dataclass
+@dataclass(eq=False)  # by identity: kept in a set
 class Subscriber:
     """One open live page: a bounded queue of SSE messages; dropped when it falls behind."""
 

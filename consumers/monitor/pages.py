@@ -141,7 +141,7 @@ async def episode(request: web.Request) -> web.Response:
     steps = [s for _, s in sorted(ep.steps.items())]
     return render("episode.html", page="episodes", ep=ep, steps=steps,
                   boxes={s.step: mark_boxes(s.marks, s.viewport) for s in steps},
-                  verdicts=verdicts(ep.scored.evaluation) if ep.scored else [],
+                  verdicts=verdicts(ep.scored.evaluation, ep.scored.reward) if ep.scored else [],
                   scored_topic=_scored(m))
 
 

@@ -11,6 +11,7 @@ from collections import defaultdict
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from webgym_common.events import EvaluationResult, RolloutMetrics
 from webgym_common.metrics import METRICS
@@ -44,6 +45,9 @@ def metrics_png(rows: list[RolloutMetrics]) -> bytes:
             ax.legend(fontsize="small")
         ax.set_title(name)
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if name.endswith("_rate"):
+            ax.set_ylim(-0.05, 1.05)  # a share: the whole range, so a flat line reads as one
         ax.grid(alpha=0.3)
     fig.suptitle("rollout metrics per iteration")
     return _png(fig)
@@ -68,6 +72,7 @@ def learning_curve_png(results: list[EvaluationResult]) -> bytes:
         _empty(ax, "evaluations")
     ax.set_ylim(-0.05, 1.05)
     ax.set_xlabel("model version")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("success rate (95 % CI)")
     ax.set_title("learning curve: held-out evaluation per version")
     ax.grid(alpha=0.3)

@@ -40,6 +40,7 @@ from webgym_common.events import (
     TaskHistory,
     TrainingProgress,
 )
+from webgym_common.history import is_success
 from webgym_common.tasks import suite_of
 
 RATE_WINDOW_MS = 30_000  # steps/s is over the last 30 s of observations
@@ -327,16 +328,22 @@ _VERDICT = re.compile(r"^\[(?P<check>[^\]]+)\]\s*(?P<rest>.*)$")
 _WORD = re.compile(r"^(?P<word>[A-Z][A-Z ]*[A-Z]|[A-Z])(?:\b|$)\s*(?:[—:-]\s*)?(?P<detail>.*)$")
 
 
-def verdicts(evaluation: str) -> list[Verdict]:
-    """The evaluation text's `[check] VERDICT — detail` lines, one per criterion."""
+def verdicts(evaluation: str, reward: float) -> list[Verdict]:
+    """The evaluation text's `[check] VERDICT — detail` lines, one per criterion (the LLM
+    judge's, the page's); a judgment without them (the rules judge's one line) is one row."""
     out = []
-    for line in evaluation.splitlines():
-        m = _VERDICT.match(line.strip())
+    lines = [x.strip() for x in evaluation.splitlines() if x.strip()]
+    for line in lines:
+        m = _VERDICT.match(line)
         if not m:
             continue
         w = _WORD.match(m["rest"])
         out.append(Verdict(m["check"], w["word"], w["detail"]) if w
                    else Verdict(m["check"], "", m["rest"]))
+    if not out and lines:
+        said = [x for x in lines if not x.startswith("reward ")] or lines
+        out.append(Verdict("judgment", "SUCCESS" if is_success(reward) else "NOT SUCCESS",
+                           "; ".join(said)))
     return out
 
 

@@ -82,3 +82,20 @@ async def test_only_screenshots_are_served(client: TestClient, uri: str, status:
 async def test_nothing_but_get(client: TestClient) -> None:
     for path in ("/", "/episodes/e1", "/screenshot"):
         assert (await client.post(path)).status == 405
+
+
+async def test_live_updates_arrive_as_server_sent_events() -> None:
+    monitor = Monitor(load_settings(), View())
+    async with TestClient(TestServer(make_app(monitor))) as c:
+        response = await c.get("/live/events")
+        assert response.headers["Content-Type"] == "text/event-stream"
+        assert await response.content.readline() == b"retry: 1000\n"
+        change = monitor.view.apply(requested("e7"), 1234)
+        assert change is not None
+        monitor.announce(change, 1234)
+        lines = [await response.content.readline() for _ in range(6)]
+        events = [x for x in lines if x.startswith(b"event:")]
+        assert events == [b"event: iteration\n", b"event: episode\n"]
+        data = next(x for x in lines if b'"e7"' in x)
+        assert b'"ts": 1234' in data and b'"state": "waiting"' in data
+        response.close()

@@ -9,6 +9,7 @@ from consumers.monitor.feed import lag_by_topic
 from consumers.monitor.state import (
     EpisodeState,
     Query,
+    Verdict,
     View,
     episode_state,
     find,
@@ -140,10 +141,14 @@ def test_episodes_are_bounded_oldest_first() -> None:
 def test_verdicts_per_criterion() -> None:
     text = ("[blocking] NOT BLOCKED\n[criterion B] SUCCESS — the answer names the price\n"
             "[criterion A 1] NOT SUCCESS: no <b>price</b>\nreward 0: failed")
-    got = [(v.check, v.verdict, v.detail) for v in verdicts(text)]
+    got = [(v.check, v.verdict, v.detail) for v in verdicts(text, 0.0)]
     assert got == [("blocking", "NOT BLOCKED", ""),
                    ("criterion B", "SUCCESS", "the answer names the price"),
                    ("criterion A 1", "NOT SUCCESS", "no <b>price</b>")]
+    rules = "the answer matches the definite answer '$12'\nreward 1"
+    assert verdicts(rules, 1.0) == [
+        Verdict("judgment", "SUCCESS", "the answer matches the definite answer '$12'")]
+    assert verdicts("", 0.0) == []
 
 
 def test_mark_boxes_are_shares_of_the_viewport_clipped() -> None:
