@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from webgym_common.actions import format_action
 from webgym_common.bus import EventConsumer, EventProducer
-from webgym_common.config import Settings
+from webgym_common.config import Driver, Settings
 from webgym_common.events import (
     ActionChosen,
     EpisodeCompleted,
@@ -48,6 +48,7 @@ def episode_request(
         episode_id=f"{task.task_id}-{uuid.uuid4().hex[:10]}", task=task, iteration=iteration,
         split=split, max_steps=max_steps or task.max_steps or max_steps_for(task.difficulty, split),
         deadline=utc_now() + timedelta(seconds=timeout_s), policy_version=POLICY_VERSION,
+        driver=Driver.EXTERNAL,  # a running policy processor must not answer them too
     )
 
 

@@ -59,6 +59,13 @@ class Split(StrEnum):
     OOD = "ood"  # held-out templates / environments: WebGym's out-of-distribution test set
 
 
+class Driver(StrEnum):
+    """Who chooses an episode's actions (EpisodeRequested.driver)."""
+
+    POLICY = "policy"  # the policy processor
+    EXTERNAL = "external"  # webgym drive, the env server: the policy processor stays out
+
+
 class Suite(StrEnum):
     """Which task suite a task belongs to (webgym_common.tasks.suite_of)."""
 

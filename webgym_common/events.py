@@ -249,6 +249,9 @@ class EpisodeRequested(Event):
     # Run teacher-forced from the task's reference actions: a demonstration for the trainer, not the
     # policy's attempt.
     demonstration: bool = False
+    # Who chooses the actions: policy (the policy processor) or external (webgym drive, the env
+    # server); the policy processor leaves external episodes alone.
+    driver: str = "policy"
 
 
 class TrajectoryStep(AvroRecord):

@@ -57,6 +57,7 @@ class EpisodeContext:
     # A test/ood episode measures exactly the version it was requested on, at the evaluation
     # temperature; a training episode runs on the newest served version (at least its own).
     evaluation: bool = False
+    driver: str = "policy"  # EpisodeRequested.driver: external episodes are not ours
     history: list[StepRecord] = field(default_factory=list)
     memory_json: str = "{}"
     last_decided: int = -1  # the last observation step an action was published for

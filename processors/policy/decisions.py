@@ -17,6 +17,7 @@ from typing import Any
 
 from processors.policy.policies import Decision
 from webgym_common.actions import format_action
+from webgym_common.config import Driver
 from webgym_common.events import ActionChosen, EpisodeRequested, StepObserved
 from webgym_common.prompts import EpisodeContext, StepRecord
 
@@ -76,6 +77,7 @@ def context_from_request(req: EpisodeRequested) -> EpisodeContext:
         reference_actions=[r.to_avro() for r in req.task.reference_actions],
         demonstration=req.demonstration, policy_version=req.policy_version,
         evaluation=req.split != "train",
+        driver=req.driver,
     )
 
 
@@ -109,6 +111,8 @@ def triage(obs: StepObserved, entry: Entry | None, now_ms: int, may_come: bool
         return Verdict.ORPHAN, ORPHAN
     if entry.deadline_ms is not None and now_ms >= entry.deadline_ms:
         return Verdict.SKIP, "past the episode's deadline: its browser worker ends it"
+    if entry.ctx.driver != Driver.POLICY:
+        return Verdict.SKIP, "its actions come from outside (webgym drive, the env server)"
     return (Verdict.DECIDE, "") if (why := should_decide(entry.ctx, obs)) is None else (
         Verdict.SKIP, why)
 

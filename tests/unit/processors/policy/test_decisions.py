@@ -180,3 +180,12 @@ def test_the_page_s_instruction_becomes_the_task_for_this_and_later_steps() -> N
     assert take_instruction(stored.ctx, observation(1)).task_name == said  # no instruction
     assert take_instruction(context(), observation(0)) == context()  # other tasks: as they are
     assert take_instruction(context(), observation(0, instruction="")) == context()
+
+
+def test_an_externally_driven_episode_is_left_to_its_driver() -> None:
+    req = sample_event("EpisodeRequested")
+    assert isinstance(req, EpisodeRequested)
+    ctx = context_from_request(req.model_copy(update={"driver": "external"}))
+    verdict, why = triage(observation(0), Live(ctx, NOW + 60_000), NOW, may_come=False)
+    assert verdict is Verdict.SKIP and "outside" in why
+    assert context_from_request(req.model_copy(update={"driver": "policy"})).driver == "policy"
