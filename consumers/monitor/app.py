@@ -73,11 +73,13 @@ class Monitor:
                 sub.dropped = True
                 self.subscribers.discard(sub)
 
-    def announce(self, change: Change, timestamp_ms: int) -> None:
+    def announce(self, change: Change, timestamp_ms: int, cause: str = "") -> None:
+        """`timestamp_ms`: the record's Kafka timestamp (its publication), which the page
+        compares with its clock when the row is in the DOM; `cause`: the event's type."""
         if change.iteration is not None:
             self.push("iteration", {"iteration": change.iteration})
         if change.episode is not None:
-            self.push("episode", {**change.episode, "ts": timestamp_ms})
+            self.push("episode", {**change.episode, "ts": timestamp_ms, "cause": cause})
 
     def stats(self) -> dict[str, Any]:
         it = self.view.current_iteration
@@ -94,7 +96,8 @@ async def follow(monitor: Monitor, feed: Feed, sink: TensorBoardSink | None) -> 
         for record in batch:
             change = monitor.view.apply(record.event, record.timestamp_ms)  # fold
             if change is not None:
-                monitor.announce(change, record.timestamp_ms)  # render: the live pages
+                monitor.announce(change, record.timestamp_ms,  # render: the live pages
+                                 type(record.event).__name__)
             if sink is not None:
                 sink.write(record.event)
 

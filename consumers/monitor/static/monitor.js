@@ -79,7 +79,7 @@ function live(grid) {
     const row = JSON.parse(e.data);
     if (applyRow(grid, row)) {
       const lat = window.__monitorLatencies;
-      lat.push({id: row.id, step: row.step, ms: Date.now() - row.ts});
+      lat.push({id: row.id, cause: row.cause, ms: Date.now() - row.ts});
       if (lat.length > 100000) lat.shift();
     }
   });
