@@ -122,9 +122,14 @@ async def test_the_monitor_follows_a_rollout_live_and_shows_its_episodes(
             "() => document.querySelectorAll('#grid tbody tr').length >= 6", timeout=60_000)
         await page.evaluate("() => { window.__sameDocument = true; }")
         seen: dict[str, set[str]] = {}
+        shot = False
         while not run.done():
-            for eid, state in (await grid_states(page)).items():
+            states = await grid_states(page)
+            for eid, state in states.items():
                 seen.setdefault(eid, set()).add(state)
+            if not shot and "running" in states.values() and "done" in states.values():
+                shot = True
+                await shoot(page, "live")  # mid-iteration
             await asyncio.sleep(0.1)
         (metrics,) = await run
         assert metrics.episodes == len(lines)
@@ -140,7 +145,7 @@ async def test_the_monitor_follows_a_rollout_live_and_shows_its_episodes(
         assert latencies and sorted(latencies)[len(latencies) // 2] < 1000, latencies
         await page.wait_for_function(  # consumer lag per group, read with the admin client
             "() => document.querySelectorAll('#lag tr').length > 0", timeout=15_000)
-        await shoot(page, "live")
+        await shoot(page, "live-closed")
 
         # The viewer: screenshots decode, the arrow keys step, verdicts are shown.
         shop = next(eid for eid in final if "shop-001" in eid)

@@ -46,7 +46,20 @@ function applyRow(grid, row) {
   text(cell(tr, "action"), row.action);
   text(cell(tr, "version"), row.version);
   text(cell(tr, "reward"), row.reward);
+  recount(grid);
   return true;
+}
+
+// The progress counts follow the rows at once (the server's stats come once a second).
+function recount(grid) {
+  const counts = {};
+  for (const r of grid.tBodies[0].rows) {
+    const state = r.className.replace("state-", "");
+    counts[state] = (counts[state] || 0) + 1;
+  }
+  for (const el of document.querySelectorAll("[data-count]")) {
+    if (el.dataset.count !== "requested") text(el, counts[el.dataset.count] || 0);
+  }
 }
 
 function applyStats(stats) {
