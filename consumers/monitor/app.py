@@ -128,7 +128,8 @@ async def serve(settings: Settings) -> None:
     cfg = settings.monitor
     monitor = Monitor(settings, View(cfg.max_episodes, cfg.dead_letters))
     sink = TensorBoardSink(tensorboard_dir(settings)) if cfg.tensorboard else None
-    runner = web.AppRunner(make_app(monitor), access_log=None)
+    # Open live pages hold their streams forever: on the way out they get 2 s, not 60.
+    runner = web.AppRunner(make_app(monitor), access_log=None, shutdown_timeout=2.0)
     await runner.setup()
     try:
         await web.TCPSite(runner, cfg.host, cfg.port).start()

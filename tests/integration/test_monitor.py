@@ -193,12 +193,18 @@ async def test_the_monitor_follows_a_rollout_live_and_shows_its_episodes(
         await shoot(page, "episodes")
         await page.goto(f"{base}/tasks")
         await shoot(page, "tasks")
-        await page.close()
         # And TensorBoard event files of the metrics.
         async with asyncio.timeout(15):
             while not list((tmp_path / "tb").rglob("events.out.tfevents.*")):  # noqa: ASYNC110
                 await asyncio.sleep(0.5)
         assert monitor.proc.poll() is None, monitor.log_text()[-3000:]
+        # SIGTERM with a live page open (its event stream never ends by itself): out soon.
+        await page.goto(base + "/")
+        stopping = time.monotonic()
+        await asyncio.to_thread(monitor.stop, 20)
+        assert monitor.proc.returncode == 0 and time.monotonic() - stopping < 8, (
+            monitor.proc.returncode, time.monotonic() - stopping)
+        await page.close()
     finally:
         for p in procs:
             p.stop()
