@@ -12,6 +12,7 @@ import logging
 import typer
 
 from webgym_cli import (
+    envserver,
     evaluate,
     infra,
     monitor,
@@ -28,6 +29,7 @@ app = typer.Typer(help="WebGym Stream: RL for web agents over Kafka.", no_args_i
 app.add_typer(rollout.app)  # rollout, run, drive, export: top-level commands
 app.add_typer(evaluate.app)  # eval
 app.add_typer(monitor.app)  # monitor
+app.add_typer(envserver.app)  # envserver
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(infra.app, name="infra")
 app.add_typer(topics.app, name="topics")

@@ -498,6 +498,29 @@ class MonitorSettings(BaseModel):
     tensorboard_dir: Path | None = None
 
 
+class EnvServerSettings(BaseModel):
+    """`webgym envserver`: AgentGym's environment-server API over the pipeline
+    (producers/envserver/)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # Loopback by default: whoever reaches it can drive browsers.
+    host: str = "127.0.0.1"
+    port: int = Field(18790, ge=1, le=65535)
+    max_envs: int = Field(256, ge=1, le=4096, description="envs open at once (/create: 503)")
+    # An env no request touched for this long is closed (its episode cancelled).
+    idle_timeout_s: float = Field(900.0, gt=0)
+    reap_interval_s: float = Field(5.0, gt=0, description="how often idle envs are looked for")
+    # An episode ends as timeout this long after its reset, used or not.
+    episode_timeout_s: float = Field(3600.0, gt=0)
+    reset_timeout_s: float = Field(60.0, gt=0, description="wait for the start page's step")
+    step_timeout_s: float = Field(60.0, gt=0, description="wait for an action's observation")
+    score_timeout_s: float = Field(60.0, gt=0, description="wait for the evaluator's reward")
+    max_steps: int | None = Field(None, ge=1, description="per episode; unset: the task's")
+    catalog_refresh_s: float = Field(30.0, ge=0, description="the task list is read again")
+    max_observation_chars: int = Field(16000, ge=200, description="the tree is cut beyond")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="WEBGYM_",
@@ -518,6 +541,7 @@ class Settings(BaseSettings):
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
+    envserver: EnvServerSettings = Field(default_factory=EnvServerSettings)
 
     @model_validator(mode="before")
     @classmethod

@@ -63,6 +63,7 @@ class BrowserPool:
         self.browser: Browser | None = None
         self.version = ""
         self._launch_lock = asyncio.Lock()
+        self._orphans: set[asyncio.Task] = set()  # contexts made for a cancelled episode
         self._stopping = False
 
     async def start(self) -> None:
@@ -114,6 +115,23 @@ class BrowserPool:
                 await self._launch()
             browser = self.browser
         assert browser is not None
+        # Shielded: an episode cancelled while Chromium makes its context (a CancelEpisode
+        # during the start) would otherwise leave a context nobody holds, open for good.
+        making = asyncio.ensure_future(self._make_context(browser))
+        try:
+            return await asyncio.shield(making)
+        except asyncio.CancelledError:
+            making.add_done_callback(self._close_orphan)
+            raise
+
+    def _close_orphan(self, making: asyncio.Future[BrowserContext]) -> None:
+        if making.cancelled() or making.exception() is not None:
+            return
+        closing = asyncio.ensure_future(close_quietly(making.result()))
+        self._orphans.add(closing)
+        closing.add_done_callback(self._orphans.discard)
+
+    async def _make_context(self, browser: Browser) -> BrowserContext:
         context = await asyncio.wait_for(
             browser.new_context(
                 viewport={"width": self.cfg.viewport_width, "height": self.cfg.viewport_height},
@@ -122,13 +140,18 @@ class BrowserPool:
             ),
             self.cfg.navigation_timeout_s,
         )
-        context.set_default_timeout(self.cfg.action_timeout_s * 1000)
-        context.set_default_navigation_timeout(self.cfg.navigation_timeout_s * 1000)
-        # Every request, not only navigations: an <img>, a fetch() or a WebSocket can reach
-        # a metadata or private address too. WebSockets go through a shim Playwright puts in
-        # each page (CDP's request interception never sees their handshake).
-        await context.route("**/*", self._police)
-        await context.route_web_socket(lambda url: True, self._police_socket)
+        try:
+            context.set_default_timeout(self.cfg.action_timeout_s * 1000)
+            context.set_default_navigation_timeout(self.cfg.navigation_timeout_s * 1000)
+            # Every request, not only navigations: an <img>, a fetch() or a WebSocket can
+            # reach a metadata or private address too. WebSockets go through a shim
+            # Playwright puts in each page (CDP's request interception never sees their
+            # handshake).
+            await context.route("**/*", self._police)
+            await context.route_web_socket(lambda url: True, self._police_socket)
+        except BaseException:
+            await close_quietly(context)
+            raise
         return context
 
     async def _police(self, route: Route) -> None:
@@ -151,6 +174,22 @@ class BrowserPool:
             return
         log.debug("refused WebSocket %s: %s", ws.url, reason)
         await ws.close(code=WS_POLICY_VIOLATION, reason="refused by the URL policy")
+
+    async def open_contexts(self) -> int | None:
+        """Chromium's own count of open browser contexts (CDP Target.getBrowserContexts, the
+        default context not counted); None without a browser or when it does not answer."""
+        browser = self.browser
+        if browser is None or not browser.is_connected():
+            return None
+        try:
+            cdp = await asyncio.wait_for(browser.new_browser_cdp_session(), 5)
+            try:
+                found = await asyncio.wait_for(cdp.send("Target.getBrowserContexts"), 5)
+            finally:
+                await asyncio.wait_for(cdp.detach(), 5)
+        except Exception:
+            return None
+        return len(found.get("browserContextIds", []))
 
     def stopping(self) -> None:
         """From now on a lost or stuck browser is not replaced: the worker is shutting down."""

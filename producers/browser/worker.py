@@ -45,6 +45,8 @@ from webgym_common.urlpolicy import UrlPolicy
 
 log = logging.getLogger(__name__)
 
+CONTEXTS_EVERY_S = 1.0
+
 
 class BrowserWorker(ConsumerRebalanceListener):
     def __init__(self, settings: Settings, worker_id: str | None = None) -> None:
@@ -84,6 +86,7 @@ class BrowserWorker(ConsumerRebalanceListener):
             asyncio.create_task(commit_every(0.5, self.holds, self.consumer.consumer)),
             asyncio.create_task(follow_cancels(self.settings, self.producer, self._on_cancel)),
             asyncio.create_task(self._drop_stale_early_actions()),
+            asyncio.create_task(self._report_contexts()),
         ]
         log.info("browser worker %s: %d contexts, chromium %s", self.worker_id,
                  self.settings.browser.contexts, self.pool.version)
@@ -192,6 +195,17 @@ class BrowserWorker(ConsumerRebalanceListener):
                 log.info("dropping actions of %s: its request never came", eid)
                 self.early_actions.drop(eid)
                 self.holds.release(eid)
+
+    async def _report_contexts(self) -> None:
+        """Log Chromium's count of open contexts whenever it changes (checked every
+        CONTEXTS_EVERY_S): what a leak would show, and what the env server's test reads."""
+        last: int | None = None
+        while True:
+            await asyncio.sleep(CONTEXTS_EVERY_S)
+            count = await self.pool.open_contexts()
+            if count is not None and count != last:
+                log.info("open contexts: %d (episodes here: %d)", count, len(self.sessions))
+                last = count
 
     async def _revoke(self, partitions: set[TopicPartition]) -> None:
         """Stop the episodes of `partitions` now; their next owner resumes them from the log."""

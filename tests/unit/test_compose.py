@@ -49,6 +49,7 @@ PIPELINE_COMMANDS = {
     "trainer": ["webgym", "worker", "trainer"],
     "model-loader": ["webgym", "worker", "model-loader"],
     "monitor": ["webgym", "monitor"],
+    "envserver": ["webgym", "envserver"],
 }
 
 # Services built from the project image: the pipeline plus the one-shot init (the trainer
@@ -226,6 +227,7 @@ def test_project_services_build_the_project_image(
         ("minio", {9000, 9001}),
         ("console", {8080}),
         ("monitor", {18780}),
+        ("envserver", {18790}),
     ],
 )
 def test_published_ports(services: dict[str, dict[str, Any]], name: str, ports: set[int]) -> None:

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from webgym_cli.main import app
 
-TOP = ["rollout", "run", "drive", "export", "eval", "monitor", "pipeline", "infra", "topics",
-       "worker", "sandbox", "tasks", "replay"]
+TOP = ["rollout", "run", "drive", "export", "eval", "monitor", "envserver", "pipeline", "infra",
+       "topics", "worker", "sandbox", "tasks", "replay"]
 GROUPS = {
     "infra": ["up", "prepare", "status", "down"],
     "topics": ["create", "list"],
