@@ -34,7 +34,7 @@ from webgym_common.logrange import LogRange, Spans, read_range, records_in
 from webgym_common.objectstore import ObjectStore
 from webgym_common.topics import Topic
 
-BATCH = 64  # samples built at once and written in one transaction
+BATCH = 256  # samples built at once and written in one transaction (a few round trips)
 Candidate = tuple[EpisodeScored, KeptStep]
 Progress = Callable[[str, int, int], None]
 
@@ -81,6 +81,7 @@ class RefilterResult:
     steps: int = 0  # trajectory steps of the episodes read
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    sample_seconds: float = 0.0  # of which: reading prompts from the object store, writing
 
 
 async def refilter(settings: Settings, source: Topic | str, target: str, rng: LogRange,
@@ -92,35 +93,52 @@ async def refilter(settings: Settings, source: Topic | str, target: str, rng: Lo
     started = time.perf_counter()
     result = RefilterResult(target)
     cfg = filters.replay_settings(settings.replay)
-    await create_derived(settings, Topic.REPLAY, target)
     async with EventProducer(settings, client_id="replay-refilter") as producer:
-        # consume
-        done = await written(settings, producer, target, sample_key)
-        events = await _read(settings, producer, source, rng, result, on_progress)
-        scores = first_scores(events, rng)
-        result.episodes, result.steps = len(scores), sum(len(s.trajectory) for s in scores)
-        # decide
-        eligible = candidates(scores, cfg)
-        picked = select(eligible)
-        result.eligible, result.picked = len(eligible), len(picked)
-        todo = [(s, k) for s, k in picked if sample_id(s.episode_id, k.step) not in done]
-        result.resumed = len(picked) - len(todo)
-        replayer = Replayer(cfg, store or ObjectStore(settings.s3), producer, "replay-refilter")
-        # publish
-        async with DerivedWriter(settings, target, producer) as writer:
-            for first in range(0, len(todo), BATCH):
-                made = await asyncio.gather(*(replayer.sample(s, k)
-                                              for s, k in todo[first:first + BATCH]))
-                samples = [m for m in made if isinstance(m, ReplaySample)]
-                result.problems += [f"{s.episode_id} {m}" for (s, _), m
-                                    in zip(todo[first:first + BATCH], made, strict=True)
-                                    if isinstance(m, str)]
-                await writer.write([(s.sample_id, s) for s in samples])
-                result.written += len(samples)
-                if on_progress is not None:
-                    on_progress("samples", first + len(made), len(todo))
+
+        async def already() -> dict[str, Event]:
+            await create_derived(settings, Topic.REPLAY, target)
+            return await written(settings, producer, target, sample_key)
+
+        # consume (the target's state, the scores and the fenced writer's start at once)
+        writer = DerivedWriter(settings, target, producer)
+        try:
+            done, events, _ = await asyncio.gather(
+                already(), _read(settings, producer, source, rng, result, on_progress),
+                writer.start())
+            scores = first_scores(events, rng)
+            result.episodes, result.steps = len(scores), sum(len(s.trajectory) for s in scores)
+            # decide
+            eligible = candidates(scores, cfg)
+            picked = select(eligible)
+            result.eligible, result.picked = len(eligible), len(picked)
+            todo = [(s, k) for s, k in picked if sample_id(s.episode_id, k.step) not in done]
+            result.resumed = len(picked) - len(todo)
+            # publish
+            replayer = Replayer(cfg, store or ObjectStore(settings.s3), producer,
+                                "replay-refilter")
+            publishing = time.perf_counter()
+            await publish(replayer, writer, todo, result, on_progress)
+            result.sample_seconds = time.perf_counter() - publishing
+        finally:
+            await writer.stop()
     result.seconds = time.perf_counter() - started
     return result
+
+
+async def publish(replayer: Replayer, writer: DerivedWriter, todo: list[Candidate],
+                  result: RefilterResult, on_progress: Progress | None) -> None:
+    """Each step's sample (its prompt read as the replay processor reads it), BATCH at a time
+    in one transaction each; a step whose prompt cannot be used is reported, not written."""
+    for first in range(0, len(todo), BATCH):
+        chunk = todo[first:first + BATCH]
+        made = await asyncio.gather(*(replayer.sample(s, k) for s, k in chunk))
+        samples = [m for m in made if isinstance(m, ReplaySample)]
+        result.problems += [f"{s.episode_id} {m}" for (s, _), m in zip(chunk, made, strict=True)
+                            if isinstance(m, str)]
+        await writer.write([(s.sample_id, s) for s in samples])
+        result.written += len(samples)
+        if on_progress is not None:
+            on_progress("samples", first + len(made), len(todo))
 
 
 async def _read(settings: Settings, producer: EventProducer, source: Topic | str,

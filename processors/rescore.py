@@ -55,7 +55,11 @@ from webgym_common.events import EpisodeCompleted, EpisodeScored, Event, StepObs
 from webgym_common.logrange import LogRange
 from webgym_common.topics import Topic
 
-BATCH = 32  # episodes judged at once and written in one transaction
+# Episodes judged at once and written in one transaction. A transaction costs a few broker
+# round trips, most of a rules re-scoring's time at 32 a batch; an LLM judge's batch is what
+# a kill loses (judged again after the restart), so it is kept small.
+BATCH_RULES = 256
+BATCH_LLM = 16
 Progress = Callable[[str, int, int], None]  # phase, done, total
 
 
@@ -78,16 +82,23 @@ def provenance(kind: JudgeKind, judge: Judge | None, model: str | None, run: str
 # -- deciding --------------------------------------------------------------------------
 
 
-def episode_of(log: EpisodeLog, episode_id: str, cfg: EvaluatorSettings
-               ) -> tuple[EpisodeCompleted, Episode] | str:
-    """The episode rebuilt as the evaluator builds it, or why it cannot be."""
+def episode_of(log: EpisodeLog, episode_id: str, cfg: EvaluatorSettings,
+               every_page: bool = True) -> tuple[EpisodeCompleted, Episode] | str:
+    """The episode rebuilt as the evaluator builds it, or why it cannot be.
+
+    `every_page` False: page text for the last observed step only. The rules read no other
+    (rules.ends_on_wall), and cutting an accessibility tree to a judge's excerpt is most of
+    the cost of a rules re-scoring."""
     done = log.completions[episode_id]
     request = log.requests.get(episode_id)
     record = request_record(request) if request is not None else None
     if (why := trajectory_error(done, record)) is not None:
         return why
-    observations = {s: observation_record(o, cfg.page_text_chars)
-                    for s, o in log.observations.get(episode_id, {}).items()}
+    observed = log.observations.get(episode_id, {})
+    last = max(observed, default=-1)
+    observations = {s: observation_record(
+        o if every_page or s == last else o.model_copy(update={"accessibility_tree": ""}),
+        cfg.page_text_chars) for s, o in observed.items()}
     actions = {s: action_record(a) for s, a in log.actions.get(episode_id, {}).items()}
     return done, build_episode(done, record, observations, actions)
 
@@ -141,37 +152,32 @@ class RescoreResult:
 
 async def rescore(settings: Settings, target: str, rng: LogRange, judge: Judge | None,
                   prov: Provenance, on_progress: Progress | None = None,
-                  batch: int = BATCH) -> RescoreResult:
+                  batch: int | None = None) -> RescoreResult:
     """Score the range's episodes again into `target` (see the module doc), `batch` episodes
-    judged at once and written in one transaction."""
+    judged at once and written in one transaction (default: BATCH_RULES or BATCH_LLM)."""
+    batch = batch or (BATCH_RULES if judge is None else BATCH_LLM)
     started = time.perf_counter()
     cfg, result = settings.evaluator, RescoreResult(target, prov)
-    await create_derived(settings, Topic.EPISODES_SCORED, target)
     async with EventProducer(settings, client_id="replay-rescore") as producer:
-        # consume
-        done = {k: v for k, v in (await written(settings, producer, target, rescore_key)).items()
-                if isinstance(v, EpisodeScored)}
-        log = await read_episodes(settings, producer, rng, on_read=on_progress)
-        result.selected, result.records = len(log.completions), log.records
-        todo = [eid for eid in log.completions if eid not in done]
-        result.resumed = len(log.completions) - len(todo)
-        new: dict[str, EpisodeScored] = {}
-        async with DerivedWriter(settings, target, producer) as writer:
-            for first in range(0, len(todo), batch):
-                # decide
-                scored = await asyncio.gather(*(score_episode(log, eid, judge, prov, cfg)
-                                                for eid in todo[first:first + batch]))
-                # publish
-                ready = [s for s in scored if isinstance(s, EpisodeScored)]
-                await writer.write([(scored_key(s), s) for s in ready])
-                for eid, s in zip(todo[first:first + batch], scored, strict=True):
-                    if isinstance(s, str):
-                        result.unscorable[eid] = s
-                new.update((s.episode_id, s) for s in ready)
-                result.written += len(ready)
-                result.steps += sum(log.steps(s.episode_id) for s in ready)
-                if on_progress is not None:
-                    on_progress("scoring", first + len(scored), len(todo))
+
+        async def already() -> dict[str, EpisodeScored]:
+            await create_derived(settings, Topic.EPISODES_SCORED, target)
+            found = await written(settings, producer, target, rescore_key)
+            return {k: v for k, v in found.items() if isinstance(v, EpisodeScored)}
+
+        # consume (the target's state, the log and the fenced writer's start at once)
+        writer = DerivedWriter(settings, target, producer)
+        try:
+            done, log, _ = await asyncio.gather(
+                already(), read_episodes(settings, producer, rng, on_read=on_progress),
+                writer.start())
+            todo = [eid for eid in log.completions if eid not in done]
+            result.selected, result.records = len(log.completions), log.records
+            result.resumed = len(log.completions) - len(todo)
+            new = await score_all(log, todo, judge, prov, cfg, writer, result, on_progress,
+                                  batch)
+        finally:
+            await writer.stop()
     mine = {**{eid: s for eid, s in done.items() if eid in log.completions}, **new}
     result.agreement = agreement((log.scores.get(eid), mine[eid]) for eid in log.completions
                                  if eid in mine)
@@ -179,9 +185,29 @@ async def rescore(settings: Settings, target: str, rng: LogRange, judge: Judge |
     return result
 
 
+async def score_all(log: EpisodeLog, todo: list[str], judge: Judge | None, prov: Provenance,
+                    cfg: EvaluatorSettings, writer: DerivedWriter, result: RescoreResult,
+                    on_progress: Progress | None, batch: int) -> dict[str, EpisodeScored]:
+    """Decide and publish, `batch` episodes at a time (one transaction each)."""
+    new: dict[str, EpisodeScored] = {}
+    for first in range(0, len(todo), batch):
+        ids = todo[first:first + batch]
+        scored = await asyncio.gather(*(score_episode(log, eid, judge, prov, cfg) for eid in ids))
+        ready = [s for s in scored if isinstance(s, EpisodeScored)]
+        await writer.write([(scored_key(s), s) for s in ready])
+        result.unscorable.update((eid, s) for eid, s in zip(ids, scored, strict=True)
+                                 if isinstance(s, str))
+        new.update((s.episode_id, s) for s in ready)
+        result.written += len(ready)
+        result.steps += sum(log.steps(s.episode_id) for s in ready)
+        if on_progress is not None:
+            on_progress("scoring", first + len(ids), len(todo))
+    return new
+
+
 async def score_episode(log: EpisodeLog, episode_id: str, judge: Judge | None, prov: Provenance,
                  cfg: EvaluatorSettings) -> EpisodeScored | str:
-    built = episode_of(log, episode_id, cfg)
+    built = episode_of(log, episode_id, cfg, every_page=judge is not None)
     if isinstance(built, str):
         return built
     done, episode = built

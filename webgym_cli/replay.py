@@ -88,8 +88,9 @@ def rescore_command(
     report: Path | None = typer.Option(
         None, "--report", help="Agreement report base path (.json and .md; default: "
         "<data_dir>/replay/<topic>.agreement)."),
-    batch: int = typer.Option(32, "--batch", min=1,
-                              help="Episodes judged at once and written in one transaction."),
+    batch: int | None = typer.Option(
+        None, "--batch", min=1, help="Episodes judged at once and written in one transaction "
+        "(default 256 with the rules, 16 with the LLM judge)."),
 ) -> None:
     """Score past episodes again with a judge, into a new topic; report the agreement."""
     from processors.agreement import report_dict, report_markdown

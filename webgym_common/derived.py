@@ -75,13 +75,19 @@ class DerivedWriter:
         self.timeout_s = settings.kafka.request_timeout_ms / 1000
         self.producer = make_producer(settings, "webgym-replay", transactional_id(name))
 
-    async def __aenter__(self) -> DerivedWriter:
+    async def start(self) -> None:
         async with asyncio.timeout(self.timeout_s * 2):
             await self.producer.start()  # fences a killed run's producer, aborting its writes
+
+    async def stop(self) -> None:
+        await self.producer.stop()
+
+    async def __aenter__(self) -> DerivedWriter:
+        await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.producer.stop()
+        await self.stop()
 
     async def write(self, records: Sequence[tuple[str, Event]]) -> None:
         if not records:

@@ -1,6 +1,7 @@
 """Episodes as the log holds them, for `webgym replay`: completions in a range, then their parts.
 
-Two reads, both group-less (nothing committed, committed records only):
+Two reads, both group-less (nothing committed, committed records only; at once when the
+range has no start, the parts then being read from their beginnings anyway):
 1. webgym.episodes.completed over the range (offsets or times), kept when the range wants
    their iteration: the selected episodes, the first completion of each.
 2. webgym.episodes, webgym.observations, webgym.actions and webgym.episodes.scored from a
@@ -13,6 +14,7 @@ Two reads, both group-less (nothing committed, committed records only):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 
@@ -57,10 +59,10 @@ def select(log: EpisodeLog, event: Event, rng: LogRange, skip: Container[str] = 
     return True
 
 
-def collect(log: EpisodeLog, event: Event) -> None:
-    """Keep a part of a selected episode (the first copy of each)."""
+def collect(log: EpisodeLog, event: Event, every_episode: bool = False) -> None:
+    """Keep a part of a selected episode (of any, `every_episode`), the first copy of each."""
     eid = getattr(event, "episode_id", None)
-    if eid not in log.completions:
+    if not isinstance(eid, str) or not (every_episode or eid in log.completions):
         return
     if isinstance(event, EpisodeRequested):
         log.requests.setdefault(eid, event)
@@ -88,12 +90,33 @@ async def read_episodes(settings: Settings, producer: EventProducer, rng: LogRan
     """The selected episodes and their parts. `on_read(phase, records, total)` reports
     progress ("completions", then "parts"; total counts offsets, an upper bound)."""
     log = EpisodeLog()
+    if rng.start is None:
+        # No start bound: the parts are read from their beginnings whatever is selected, so
+        # both reads run at once; the parts of every episode are kept, then those of the
+        # unselected dropped.
+        every = EpisodeLog()
+        await asyncio.gather(
+            _read(settings, producer, [completions_topic], rng, "completions", on_read,
+                  lambda r: select(log, r.event, rng, skip), log),
+            _read(settings, producer, list(parts), LogRange(), "parts", on_read,
+                  lambda r: collect(every, r.event, every_episode=True), log))
+        keep_selected(log, every)
+        return log
     await _read(settings, producer, [completions_topic], rng, "completions", on_read,
                 lambda r: select(log, r.event, rng, skip), log)
     if log.completions:
         await _read(settings, producer, list(parts), parts_range(log), "parts", on_read,
                     lambda r: collect(log, r.event), log)
     return log
+
+
+def keep_selected(log: EpisodeLog, every: EpisodeLog) -> None:
+    """The parts `every` holds of the episodes `log` selected, into `log`."""
+    chosen = log.completions
+    log.requests = {k: v for k, v in every.requests.items() if k in chosen}
+    log.observations = {k: v for k, v in every.observations.items() if k in chosen}
+    log.actions = {k: v for k, v in every.actions.items() if k in chosen}
+    log.scores = {k: v for k, v in every.scores.items() if k in chosen}
 
 
 async def _read(settings: Settings, producer: EventProducer, topics: list[Topic | str],
