@@ -59,6 +59,11 @@ class Split(StrEnum):
     OOD = "ood"  # held-out templates / environments: WebGym's out-of-distribution test set
 
 
+class WandbMode(StrEnum):
+    OFFLINE = "offline"
+    ONLINE = "online"
+
+
 class Driver(StrEnum):
     """Who chooses an episode's actions (EpisodeRequested.driver)."""
 
@@ -496,6 +501,10 @@ class MonitorSettings(BaseModel):
     # <data_dir>/tensorboard. Rewritten from the log at each start.
     tensorboard: bool = True
     tensorboard_dir: Path | None = None
+    # Weights & Biases: the same scalars to this project when set (a new run each start),
+    # under <data_dir>/wandb; offline by default (`wandb sync` uploads later).
+    wandb_project: str = ""
+    wandb_mode: WandbMode = WandbMode.OFFLINE
 
 
 class EnvServerSettings(BaseModel):

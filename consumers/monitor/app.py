@@ -27,7 +27,7 @@ from aiohttp import web
 
 from consumers.monitor.feed import Feed, group_lags
 from consumers.monitor.state import Change, View, progress
-from consumers.monitor.tensorboard import TensorBoardSink
+from consumers.monitor.tensorboard import Sink, Sinks, TensorBoardSink, WandbSink
 from webgym_common.config import Settings
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.topics import Topic, topic_name
@@ -91,15 +91,14 @@ class Monitor:
                 "closed": it in self.view.closed}
 
 
-async def follow(monitor: Monitor, feed: Feed, sink: TensorBoardSink | None) -> None:
+async def follow(monitor: Monitor, feed: Feed, sink: Sinks) -> None:
     async for batch in feed.records():  # consume
         for record in batch:
             change = monitor.view.apply(record.event, record.timestamp_ms)  # fold
             if change is not None:
                 monitor.announce(change, record.timestamp_ms,  # render: the live pages
                                  type(record.event).__name__)
-            if sink is not None:
-                sink.write(record.event)
+            sink.write(record.event)  # TensorBoard / W&B
 
 
 async def watch_lag(monitor: Monitor, feed: Feed) -> None:
@@ -122,12 +121,24 @@ def tensorboard_dir(settings: Settings) -> Path:
     return base / settings.kafka.topic_prefix
 
 
+def metric_sinks(settings: Settings) -> Sinks:
+    """TensorBoard (on by default) and W&B (when a project is configured)."""
+    cfg = settings.monitor
+    sinks: list[Sink] = []
+    if cfg.tensorboard:
+        sinks.append(TensorBoardSink(tensorboard_dir(settings)))
+    if cfg.wandb_project:
+        sinks.append(WandbSink(cfg.wandb_project, cfg.wandb_mode,
+                               settings.infra.data_dir / "wandb", settings.kafka.topic_prefix))
+    return Sinks(sinks)
+
+
 async def serve(settings: Settings) -> None:
     from consumers.monitor.pages import make_app  # the web side: templates and routes
 
     cfg = settings.monitor
     monitor = Monitor(settings, View(cfg.max_episodes, cfg.dead_letters))
-    sink = TensorBoardSink(tensorboard_dir(settings)) if cfg.tensorboard else None
+    sink = metric_sinks(settings)
     # Open live pages hold their streams forever: on the way out they get 2 s, not 60.
     runner = web.AppRunner(make_app(monitor), access_log=None, shutdown_timeout=2.0)
     await runner.setup()
@@ -144,8 +155,7 @@ async def serve(settings: Settings) -> None:
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(runner.cleanup(), 10)
-        if sink is not None:
-            sink.close()
+        sink.close()
 
 
 async def run_monitor(settings: Settings) -> None:

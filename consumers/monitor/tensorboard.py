@@ -1,19 +1,43 @@
-"""The metrics as TensorBoard event files (tensorboardX), the logger the field already uses.
+"""The metrics for the loggers the field already uses: TensorBoard and Weights & Biases.
 
-`scalars(event)` says which scalars an event is (pure); `TensorBoardSink` writes each
-(tag, step) once per value. The monitor reads the log from its beginning at each start,
-so the sink starts from an empty directory (its own event files removed) and rewrites
-them: the files are derived from the log, like metrics.csv.
+`scalars(event)` says which scalars an event is (pure); each sink writes a (tag, step)
+once per value. The monitor reads the log from its beginning at each start, so the
+TensorBoard sink starts from an empty directory (its own event files removed) and
+rewrites them: the files are derived from the log, like metrics.csv. W&B runs are
+append-only, so each monitor start is a new run (offline by default: `wandb sync` uploads).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Protocol
 
+from webgym_common.config import WandbMode
 from webgym_common.events import EvaluationResult, Event, RolloutMetrics, TrainingProgress
 from webgym_common.metrics import METRICS
 
 Scalar = tuple[str, float, int]  # tag, value, step
+FAMILIES = ("rollout", "eval", "train")  # a tag's first part; W&B steps each on its own axis
+
+
+class Sink(Protocol):
+    def write(self, event: Event) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class Sinks:
+    """Every configured sink, written in turn (none configured: writes nothing)."""
+
+    def __init__(self, sinks: list[Sink]) -> None:
+        self.sinks = sinks
+
+    def write(self, event: Event) -> int:
+        return sum(s.write(event) for s in self.sinks)
+
+    def close(self) -> None:
+        for s in self.sinks:
+            s.close()
 
 
 def scalars(event: Event) -> list[Scalar]:
@@ -53,3 +77,33 @@ class TensorBoardSink:
 
     def close(self) -> None:
         self.writer.close()
+
+
+class WandbSink:
+    """Writes scalars to a Weights & Biases run (`mode` offline: files under `directory`,
+    nothing leaves the machine). Each family steps on its own axis (`<family>_step`:
+    iteration, model version, training step), as W&B wants one increasing step per axis."""
+
+    def __init__(self, project: str, mode: WandbMode, directory: Path, name: str) -> None:
+        import wandb  # imported here: only a monitor configured for W&B needs it
+
+        directory.mkdir(parents=True, exist_ok=True)
+        self.run: Any = wandb.init(project=project, dir=str(directory), name=name,
+                                   mode="online" if mode == WandbMode.ONLINE else "offline",
+                                   settings=wandb.Settings(silent=True))
+        for family in FAMILIES:
+            self.run.define_metric(f"{family}_step")
+            self.run.define_metric(f"{family}/*", step_metric=f"{family}_step")
+        self.written: dict[tuple[str, int], float] = {}
+
+    def write(self, event: Event) -> int:
+        n = 0
+        for tag, value, step in scalars(event):
+            if self.written.get((tag, step)) != value:
+                self.written[(tag, step)] = value
+                self.run.log({tag: value, f"{tag.split('/', 1)[0]}_step": step})
+                n += 1
+        return n
+
+    def close(self) -> None:
+        self.run.finish()
