@@ -74,6 +74,9 @@ class Agreement:
     unjudged_old: list[str] = field(default_factory=list)  # judge failures, either side
     unjudged_new: list[str] = field(default_factory=list)
     no_old_score: list[str] = field(default_factory=list)
+    # The blocking verdict changed (a blocked site is no failure of the agent's: it changes
+    # what history and replay make of the episode even when the reward stays).
+    blocked_changed: list[str] = field(default_factory=list)
     kappa: float = float("nan")
     flipped: list[Flip] = field(default_factory=list)
 
@@ -96,6 +99,8 @@ def agreement(pairs: Iterable[tuple[EpisodeScored | None, EpisodeScored]]) -> Ag
             a.unjudged_old.append(new.episode_id)
         if n == "unjudged":
             a.unjudged_new.append(new.episode_id)
+        if old is not None and old.is_blocked != new.is_blocked:
+            a.blocked_changed.append(new.episode_id)
         if o not in ("success", "failure") or n not in ("success", "failure"):
             continue
         if o == n == "success":
@@ -137,13 +142,15 @@ def report_markdown(a: Agreement, target: str, prov: Provenance) -> str:
         f"| **old failure** | {a.old_failure_new_success} | {a.both_failure} |", "",
         f"episodes {a.episodes}, compared {a.compared}, Cohen's kappa {kappa}; judge failures: "
         f"old {len(a.unjudged_old)}, new {len(a.unjudged_new)}; no old score "
-        f"{len(a.no_old_score)}", "",
+        f"{len(a.no_old_score)}; blocking verdict changed {len(a.blocked_changed)}", "",
     ]
     if a.flipped:
         lines += ["## Flipped", "", "| episode | task | old | new | why (new) |",
                   "|---|---|---|---|---|"]
         lines += [f"| {f.episode_id} | {f.task_id} | {f.old_reward:g} | {f.new_reward:g} | "
                   f"{f.why.replace('|', '/')} |" for f in a.flipped]
+    if a.blocked_changed:
+        lines += ["", "## Blocking verdict changed", "", *(f"- {e}" for e in a.blocked_changed)]
     if a.unjudged_new:
         lines += ["", "## Judge failures (new)", "", *(f"- {e}" for e in a.unjudged_new)]
     return "\n".join(lines) + "\n"

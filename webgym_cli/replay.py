@@ -115,7 +115,8 @@ def rescore_command(
     kappa = "n/a" if a.kappa != a.kappa else f"{a.kappa:.3f}"
     console.print(f"Cohen's kappa {kappa} over {a.compared} episodes; flipped {len(a.flipped)}; "
                   f"judge failures (new) {len(a.unjudged_new)}; no old score "
-                  f"{len(a.no_old_score)}", highlight=False)
+                  f"{len(a.no_old_score)}; blocking verdict changed {len(a.blocked_changed)}",
+                  highlight=False)
     for f in a.flipped[:20]:
         console.print(f"  flipped {f.episode_id}: {f.old_reward:g} -> {f.new_reward:g} ({f.why})",
                       highlight=False)

@@ -97,6 +97,9 @@ def test_agreement_counts_flips_and_keeps_judge_failures_apart() -> None:
     assert (a.both_success, a.both_failure, a.old_success_new_failure,
             a.old_failure_new_success) == (1, 1, 1, 1)
     assert a.unjudged_new == ["e"] and a.no_old_score == ["f"] and a.episodes == 6
+    blocked = agreement([(scored("g", reward=1.0), new("g", 1.0).model_copy(
+        update={"is_blocked": True}))])
+    assert blocked.blocked_changed == ["g"] and blocked.both_success == 1
     assert [(f.episode_id, f.old_reward, f.new_reward, f.why) for f in a.flipped] == [
         ("c", 1.0, 0.0, "reward 0"), ("d", 0.0, 1.0, "reward 1")]
     assert a.kappa == pytest.approx(0.0)
