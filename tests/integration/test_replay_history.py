@@ -35,7 +35,7 @@ from webgym_common.events import (
     Viewport,
     utc_now,
 )
-from webgym_common.logrange import LogRange
+from webgym_common.logrange import Bound, LogRange
 from webgym_common.objectstore import ObjectStore
 from webgym_common.readers import read_to_end
 from webgym_common.topics import Topic
@@ -171,6 +171,16 @@ async def test_refilter_and_export_rebuild_a_replay_set_and_iteration_files(
     assert all(s.messages[0].content == "do it" for s in samples)
     again = await refilter(settings, Topic.EPISODES_SCORED, target, LogRange(), Filters())
     assert again.written == 0 and again.resumed == 3 * len(wins)
+
+    # Time and offset bounds, resolved by the broker (offsets_for_times, per partition).
+    now_ms = int(utc_now().timestamp() * 1000)
+    later = await refilter(settings, Topic.EPISODES_SCORED, f"{target}-later",
+                           LogRange(start=Bound(time_ms=now_ms + 3_600_000)), Filters())
+    earlier = await refilter(settings, Topic.EPISODES_SCORED, f"{target}-earlier",
+                             LogRange(start=Bound(time_ms=now_ms - 3_600_000),
+                                      end=Bound(time_ms=now_ms + 3_600_000)), Filters())
+    assert (later.episodes, earlier.episodes) == (0, 8)
+    assert await export_range(settings, LogRange(end=Bound(offset=0)), tmp_path / "none") == []
 
     done = await export_range(settings, LogRange(iterations=frozenset({0})), tmp_path, blobs=True)
     assert [(d.iteration, d.episodes, d.steps) for d in done] == [(0, 4, 12)]
