@@ -149,8 +149,9 @@ def report_markdown(a: Agreement, target: str, prov: Provenance) -> str:
                   "|---|---|---|---|---|"]
         lines += [f"| {f.episode_id} | {f.task_id} | {f.old_reward:g} | {f.new_reward:g} | "
                   f"{f.why.replace('|', '/')} |" for f in a.flipped]
-    if a.blocked_changed:
-        lines += ["", "## Blocking verdict changed", "", *(f"- {e}" for e in a.blocked_changed)]
-    if a.unjudged_new:
-        lines += ["", "## Judge failures (new)", "", *(f"- {e}" for e in a.unjudged_new)]
+    for title, episodes in (("Blocking verdict changed", a.blocked_changed),
+                            ("Judge failures (new)", a.unjudged_new)):
+        if episodes:
+            lines += [*([""] if lines[-1] else []), f"## {title}", "",
+                      *(f"- {e}" for e in episodes)]
     return "\n".join(lines) + "\n"
