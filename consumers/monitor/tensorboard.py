@@ -53,33 +53,47 @@ def scalars(event: Event) -> list[Scalar]:
     return []
 
 
-class TensorBoardSink:
-    """Writes scalars under `directory`; a (tag, step) already written with the same value
-    is skipped (compacted topics and restarts bring the same numbers again)."""
+class ScalarSink:
+    """Writes each (tag, step) once per value: compacted topics and restarts bring the same
+    numbers again. Subclasses say how one scalar is written (`emit`)."""
+
+    def __init__(self) -> None:
+        self.written: dict[tuple[str, int], float] = {}
+
+    def write(self, event: Event) -> int:
+        fresh = [(t, v, s) for t, v, s in scalars(event) if self.written.get((t, s)) != v]
+        for tag, value, step in fresh:
+            self.written[(tag, step)] = value
+            self.emit(tag, value, step)
+        return len(fresh)
+
+    def emit(self, tag: str, value: float, step: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class TensorBoardSink(ScalarSink):
+    """Event files under `directory` (its old event files removed: rewritten from the log)."""
 
     def __init__(self, directory: Path) -> None:
         from tensorboardX import SummaryWriter  # imported here: only a monitor that writes
 
+        super().__init__()
         directory.mkdir(parents=True, exist_ok=True)
         for old in directory.glob("events.out.tfevents.*"):
             old.unlink()
         self.writer = SummaryWriter(str(directory), flush_secs=5)
-        self.written: dict[tuple[str, int], float] = {}
 
-    def write(self, event: Event) -> int:
-        n = 0
-        for tag, value, step in scalars(event):
-            if self.written.get((tag, step)) != value:
-                self.written[(tag, step)] = value
-                self.writer.add_scalar(tag, value, step)
-                n += 1
-        return n
+    def emit(self, tag: str, value: float, step: int) -> None:
+        self.writer.add_scalar(tag, value, step)
 
     def close(self) -> None:
         self.writer.close()
 
 
-class WandbSink:
+class WandbSink(ScalarSink):
     """Writes scalars to a Weights & Biases run (`mode` offline: files under `directory`,
     nothing leaves the machine). Each family steps on its own axis (`<family>_step`:
     iteration, model version, training step), as W&B wants one increasing step per axis."""
@@ -87,6 +101,7 @@ class WandbSink:
     def __init__(self, project: str, mode: WandbMode, directory: Path, name: str) -> None:
         import wandb  # imported here: only a monitor configured for W&B needs it
 
+        super().__init__()
         directory.mkdir(parents=True, exist_ok=True)
         self.run: Any = wandb.init(project=project, dir=str(directory), name=name,
                                    mode="online" if mode == WandbMode.ONLINE else "offline",
@@ -94,16 +109,9 @@ class WandbSink:
         for family in FAMILIES:
             self.run.define_metric(f"{family}_step")
             self.run.define_metric(f"{family}/*", step_metric=f"{family}_step")
-        self.written: dict[tuple[str, int], float] = {}
 
-    def write(self, event: Event) -> int:
-        n = 0
-        for tag, value, step in scalars(event):
-            if self.written.get((tag, step)) != value:
-                self.written[(tag, step)] = value
-                self.run.log({tag: value, f"{tag.split('/', 1)[0]}_step": step})
-                n += 1
-        return n
+    def emit(self, tag: str, value: float, step: int) -> None:
+        self.run.log({tag: value, f"{tag.split('/', 1)[0]}_step": step})
 
     def close(self) -> None:
         self.run.finish()
