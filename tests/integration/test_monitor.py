@@ -20,24 +20,20 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page
 from rich.console import Console
 
 from infra.procs import free_port
 from producers.catalog import load_tasks
 from producers.controller.run import rollout
+from tests.support.chromium import chromium
 from tests.support.launch import PipelineProcess
 from webgym_common.bus import EventProducer
 from webgym_common.config import SamplingStrategy, Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
-EXECUTABLE = os.environ.get(
-    "WEBGYM_BROWSER__EXECUTABLE_PATH", "/usr/lib/chromium/chromium-headless-shell")
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SHOTS = os.environ.get("WEBGYM_MONITOR_SCREENSHOTS")
-HAVE_BROWSER = Path(EXECUTABLE).exists()
 SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
 LINES = {json.loads(x)["task_id"]: json.loads(x) for x in SANDBOX.read_text().splitlines()}
 EVIL = "<script>window.__pwned=1</script>"
@@ -64,15 +60,8 @@ def fast(settings: Settings, tmp_path: Path) -> Settings:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def browser() -> AsyncIterator[Browser]:
-    if not HAVE_BROWSER:
-        pytest.skip(f"no Chromium at {EXECUTABLE}")
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=EXECUTABLE, args=LAUNCH_ARGS,
-                                     timeout=60_000)
-        try:
-            yield b
-        finally:
-            await asyncio.wait_for(b.close(), 30)
+    async with chromium() as b:
+        yield b
 
 
 def shot_path(name: str) -> Path:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,21 +17,14 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, Request, async_playwright
+from playwright.async_api import Browser, Page, Request
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from infra.sandbox.app import GENERATED_TASKS_FILE, TASKS_FILE, start_sandbox
+from tests.support.chromium import chromium
 
 pytestmark = pytest.mark.integration
 
-EXECUTABLE = os.environ.get(
-    "WEBGYM_BROWSER__EXECUTABLE_PATH", "/usr/lib/chromium/chromium-headless-shell"
-)
-LAUNCH_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
-HAVE_BROWSER = Path(EXECUTABLE).exists()
 STEP_MS = 8_000
 CONCURRENCY = 4
 
@@ -55,15 +47,8 @@ async def sandbox_url() -> AsyncIterator[str]:
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def browser() -> AsyncIterator[Browser]:
-    if not HAVE_BROWSER:
-        pytest.skip(f"no Chromium at {EXECUTABLE}")
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=EXECUTABLE, args=LAUNCH_ARGS,
-                                     timeout=60_000)
-        try:
-            yield b
-        finally:
-            await asyncio.wait_for(b.close(), 30)
+    async with chromium() as b:
+        yield b
 
 
 def _tasks(path: Path = TASKS_FILE) -> list[dict[str, Any]]:

@@ -1,0 +1,34 @@
+"""Headless Chromium for tests that drive pages themselves (not through a browser worker)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, async_playwright
+
+EXECUTABLE = os.environ.get(
+    "WEBGYM_BROWSER__EXECUTABLE_PATH", "/usr/lib/chromium/chromium-headless-shell")
+LAUNCH_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+HAVE_BROWSER = Path(EXECUTABLE).exists()
+
+
+@asynccontextmanager
+async def chromium() -> AsyncIterator[Browser]:
+    """A launched browser (the test is skipped on a machine without Chromium)."""
+    if not HAVE_BROWSER:
+        pytest.skip(f"no Chromium at {EXECUTABLE}")
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=EXECUTABLE, args=LAUNCH_ARGS,
+                                     timeout=60_000)
+        try:
+            yield b
+        finally:
+            await asyncio.wait_for(b.close(), 30)
