@@ -141,8 +141,8 @@ def main(iterations: int = 3, tasks: int = 8, demos: int = 16, eval_limit: int =
     wall = time.perf_counter() - started
     out.mkdir(parents=True, exist_ok=True)
     write_csv(results, out / "learning_curve.csv")
-    title = (f"SmolLM2-135M + LoRA on 2 CPU cores: {iterations} iterations x {tasks} episodes"
-             f" (+{demos} demos), {train_steps}-step runs")
+    title = (f"SmolLM2-135M + LoRA: {iterations} iterations x {tasks} episodes (+{demos} demos),\n"
+             f"{train_steps}-step LoRA runs, {eval_limit} tasks per suite and split")
     plot_curve(results, out / "learning_curve.png", title)
     print_results(results, console)
     console.print(f"{len(results)} evaluations in {wall / 60:.1f} min; "
