@@ -42,13 +42,16 @@ class DrivenEpisode:
 
 def episode_request(
     task: Task, split: str = "test", timeout_s: float = 300.0, iteration: int = 0,
-    max_steps: int | None = None,
+    max_steps: int | None = None, driver: Driver = Driver.POLICY,
 ) -> EpisodeRequested:
+    """A request for `task`. `drive` answers its observations itself: pass Driver.EXTERNAL
+    when a policy processor may be running, so it stays out (tests that let the teacher
+    policy answer keep the default)."""
     return EpisodeRequested(
         episode_id=f"{task.task_id}-{uuid.uuid4().hex[:10]}", task=task, iteration=iteration,
         split=split, max_steps=max_steps or task.max_steps or max_steps_for(task.difficulty, split),
         deadline=utc_now() + timedelta(seconds=timeout_s), policy_version=POLICY_VERSION,
-        driver=Driver.EXTERNAL,  # a running policy processor must not answer them too
+        driver=driver,
     )
 
 

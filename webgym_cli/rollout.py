@@ -17,7 +17,7 @@ from webgym_cli.common import (
     one_line_errors,
     settings_with,
 )
-from webgym_common.config import PolicyKind, SamplingStrategy, Split, get_settings
+from webgym_common.config import Driver, PolicyKind, SamplingStrategy, Split, get_settings
 
 app = typer.Typer()
 
@@ -126,7 +126,8 @@ def drive_reference(
     chosen = [t for t in tasks if not task_ids or t.task_id in task_ids]
     if not chosen:
         raise typer.BadParameter(f"no such task in {tasks_file}: {task_ids}")
-    requests = [episode_request(t, timeout_s=timeout_s) for t in chosen]
+    # answered here: a running policy processor must not answer them too
+    requests = [episode_request(t, timeout_s=timeout_s, driver=Driver.EXTERNAL) for t in chosen]
 
     async def go() -> list[Any]:
         async with EventProducer(settings, client_id="drive") as producer:
