@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 
 from rich.console import Console
@@ -51,11 +51,16 @@ EVAL_ITERATION = -1  # an evaluation episode belongs to no training iteration
 # -- decisions (pure) ------------------------------------------------------------------
 
 
+def is_evaluation_task(task: Task, suite: Suite, split: Split) -> bool:
+    """Of the suite and marked for `split` (strictly: a task without a split is no test task)."""
+    return in_suite(task, suite) and in_split(task, split, strict=True)
+
+
 def evaluation_tasks(catalog: Iterable[Task], suite: Suite, split: Split, limit: int | None,
                      seed: int) -> list[Task]:
-    """The suite's tasks marked for `split` (strictly: a task without a split is no test
-    task), by id; with `limit`, a draw of that many seeded by `seed` (the same every time)."""
-    pool = sorted((t for t in catalog if in_suite(t, suite) and in_split(t, split, strict=True)),
+    """The suite's tasks for `split` (is_evaluation_task), by id; with `limit`, a draw of that
+    many seeded by `seed` (the same every time)."""
+    pool = sorted((t for t in catalog if is_evaluation_task(t, suite, split)),
                   key=lambda t: t.task_id)
     if limit is not None and len(pool) > limit:
         pool = sorted(random.Random(seed).sample(pool, limit), key=lambda t: t.task_id)
@@ -114,26 +119,33 @@ def evaluation_result(settings: Settings, version: int, suite: Suite, split: Spl
 # -- the run --------------------------------------------------------------------------
 
 
+async def evaluation_requests(settings: Settings, producer: EventProducer,
+                              ) -> dict[str, EpisodeRequested]:
+    """Evaluation episodes already requested (webgym.episodes read once to its end)."""
+    async with EventConsumer(settings, [Topic.EPISODES], None, producer,
+                             client_id="evaluation-episodes") as c:
+        return {r.event.episode_id: r.event for r in reversed(await read_to_end(c))
+                if isinstance(r.event, EpisodeRequested)
+                and r.event.iteration == EVAL_ITERATION}  # reversed: the first copy wins
+
+
 async def evaluate(settings: Settings, producer: EventProducer, version: int, suite: Suite,
-                   split: Split, *, limit: int | None = None, seed: int = 0,
+                   split: Split, catalog: Iterable[Task],
+                   requested: Mapping[str, EpisodeRequested], *, limit: int | None = None,
+                   seed: int = 0,
                    max_steps: int | None = None,
                    on_update: Callable[[IterationState], None] = lambda s: None,
                    ) -> EvaluationResult:
     """Request (or resume) the evaluation's episodes, follow them to their scores, publish."""
     started = time.monotonic()
-    catalog = await load_task_catalog(settings, producer)
-    tasks = evaluation_tasks(catalog.values(), suite, split, limit, seed)
+    tasks = evaluation_tasks(catalog, suite, split, limit, seed)
     if not tasks:
         raise ValueError(f"no {split} tasks of suite {suite} in the catalog: load a task file "
                          "with splits (webgym tasks load ...)")
     ids = {evaluation_episode_id(split, version, suite, seed, i, t.task_id): t
            for i, t in enumerate(tasks)}
     state = IterationState(EVAL_ITERATION, split)
-    async with EventConsumer(settings, [Topic.EPISODES], None, producer,
-                             client_id="evaluation-episodes") as c:
-        for r in await read_to_end(c):
-            if isinstance(r.event, EpisodeRequested) and r.event.episode_id in ids:
-                state.requests.setdefault(r.event.episode_id, r.event)
+    state.requests.update({eid: requested[eid] for eid in ids if eid in requested})
     for eid, task in ids.items():
         if eid not in state.requests:
             req = evaluation_request(settings, eid, task, split, version, max_steps)
@@ -154,7 +166,7 @@ def evaluation_runs(catalog: Iterable[Task], suite: Suite, splits: Sequence[Spli
     tasks = list(catalog)
     suites = [suite] if suite != Suite.ALL else [s for s in Suite if s != Suite.ALL]
     return [(s, sp) for s in suites for sp in splits
-            if suite != Suite.ALL or evaluation_tasks(tasks, s, sp, 1, 0)]
+            if suite != Suite.ALL or any(is_evaluation_task(t, s, sp) for t in tasks)]
 
 
 async def evaluate_version(settings: Settings, producer: EventProducer, version: int,
@@ -165,11 +177,13 @@ async def evaluate_version(settings: Settings, producer: EventProducer, version:
     """Every (suite, split) run of one version with a live bar each. `skip_published`: a
     run whose result webgym.evaluations holds already is taken from there (the loop's
     periodic evaluation, resumed after a restart)."""
-    runs = evaluation_runs((await load_task_catalog(settings, producer)).values(), suite, splits)
+    catalog = list((await load_task_catalog(settings, producer)).values())
+    runs = evaluation_runs(catalog, suite, splits)
     if not runs:
         raise ValueError("no test tasks in the catalog: load a task file with splits "
                          "(webgym tasks load ...)")
     done = await read_compacted(settings, Topic.EVALUATIONS, producer) if skip_published else {}
+    requested = await evaluation_requests(settings, producer)
     results = []
     for s, sp in runs:
         key = evaluation_key(settings.trainer.model_name, version, s, sp, seed)
@@ -186,8 +200,9 @@ async def evaluate_version(settings: Settings, producer: EventProducer, version:
                                 description=f"eval v{version} {label}: running "
                                 f"{state.running} · scored {len(state.scored)}")
 
-            results.append(await evaluate(settings, producer, version, s, sp, limit=limit,
-                                          seed=seed, max_steps=max_steps, on_update=update))
+            results.append(await evaluate(settings, producer, version, s, sp, catalog,
+                                          requested, limit=limit, seed=seed,
+                                          max_steps=max_steps, on_update=update))
     print_results(results, console)
     return results
 
