@@ -114,4 +114,10 @@ class WandbSink(ScalarSink):
         self.run.log({tag: value, f"{tag.split('/', 1)[0]}_step": step})
 
     def close(self) -> None:
+        import wandb
+
         self.run.finish()
+        # finish() returns once the service acknowledged the exit, which can be before its
+        # writer closed the run file (CI read a header-only file under load); teardown waits
+        # for the service process itself to end.
+        wandb.teardown()

@@ -42,5 +42,7 @@ def test_a_wandb_run_in_offline_mode_holds_the_scalars(tmp_path: Path) -> None:
     sinks.close()
     (run,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
     data = run.read_bytes()
-    assert b"rollout/train/success_rate" in data and b"eval/m/sandbox/test/success_rate" in data
+    logs = "".join(p.read_text() for p in tmp_path.glob("wandb/offline-run-*/logs/*.log"))
+    assert b"rollout/train/success_rate" in data, f"{len(data)} bytes; the run's logs:\n{logs}"
+    assert b"eval/m/sandbox/test/success_rate" in data
     assert b"rollout_step" in data
