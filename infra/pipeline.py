@@ -6,6 +6,8 @@ with `rollout.train` also the trainer and the model loader) as
 `python -m webgym_cli -v worker <name>` with the current settings, and restarts one
 that dies, with backoff; `up` waits until every one is ready. `webgym pipeline down`
 (and `webgym infra down`) stops the supervisor, which stops them all first.
+`webgym run` also starts the read-only monitor (`start_monitor`, not supervised: nothing
+waits on it) and leaves it serving after the run; `down` stops it too.
 A process is ready once it has written its ready file (WEBGYM_READY_FILE, see
 webgym_common.lifecycle.mark_ready): reading the file, not the log, is the contract.
 """
@@ -19,6 +21,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import aiohttp
 
 from infra import supervisor
 from infra.procs import InfraError, ManagedProcess
@@ -37,6 +41,7 @@ PROCESSES = {
 }
 # Run only when the loop trains (rollout.train): they need LLaMA-Factory's venv and vLLM.
 TRAINING = frozenset({"trainer", "model-loader"})
+MONITOR = "monitor"  # started by `webgym run` beside the supervised processes
 SUPERVISOR = "pipeline-supervisor"
 
 
@@ -146,13 +151,48 @@ async def up(settings: Settings, timeout_s: float = 120.0) -> list[str]:
 
 
 def down(settings: Settings) -> list[str]:
-    """Stop the supervisor (it stops its processes first), then anything it left."""
-    running = [n for n in PROCESSES if _proc(settings, n).pid() is not None]
+    """Stop the supervisor (it stops its processes first), then anything it left, and the
+    monitor."""
+    running = [n for n in (*PROCESSES, MONITOR) if _proc(settings, n).pid() is not None]
     supervisor_proc(settings).stop(settings.infra.stop_timeout_s + 10)
     for name in PROCESSES:
         _proc(settings, name).stop(settings.infra.stop_timeout_s)
         ready_file(settings, name).unlink(missing_ok=True)
+    _proc(settings, MONITOR).stop(settings.infra.stop_timeout_s)
     return running
+
+
+def monitor_pid(settings: Settings) -> int | None:
+    return _proc(settings, MONITOR).pid()
+
+
+def monitor_url(settings: Settings) -> str:
+    return f"http://{settings.monitor.host}:{settings.monitor.port}/"
+
+
+async def start_monitor(settings: Settings, timeout_s: float = 60.0) -> str:
+    """Start `webgym monitor` in the background unless ours runs; its URL once it answers.
+
+    Raises InfraError (with its log) if it exits or does not answer in time, e.g. when
+    another program holds the port."""
+    proc = _proc(settings, MONITOR)
+    url = monitor_url(settings)
+    if proc.pid() is None:
+        proc.log_file.unlink(missing_ok=True)
+        proc.start([sys.executable, "-m", "webgym_cli", "monitor"], env=settings_env(settings))
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+        while time.monotonic() < deadline and proc.pid() is not None:
+            try:
+                async with http.get(url) as resp:
+                    if resp.status == 200:
+                        return url
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+            await asyncio.sleep(0.5)
+    tail = proc.log_tail()
+    proc.stop(settings.infra.stop_timeout_s)
+    raise InfraError(f"the monitor did not answer at {url} in {timeout_s:.0f} s:\n{tail}")
 
 
 def supervisor_pid(settings: Settings) -> int | None:

@@ -67,6 +67,9 @@ def run(
         [Path(f) for f in RUN_TASKS], "--tasks", exists=True, dir_okay=False,
         help="Task files to load (default: the sandbox's hand-written and generated tasks "
         "and MiniWoB++)."),
+    monitor: bool = typer.Option(
+        True, help="Start `webgym monitor` beside the pipeline (left serving after the run; "
+        "`webgym pipeline down` stops it)."),
 ) -> None:
     """The main job: stack up, sandbox tasks loaded, pipeline up, the RL loop, export.
 
@@ -74,6 +77,7 @@ def run(
     the new version hot-loaded into vLLM -> the next iteration on it."""
     from consumers.archiver import export_iteration
     from infra import pipeline, stack
+    from infra.procs import InfraError
     from producers.catalog import run_tasks_load
     from producers.controller.run import rollout
     from webgym_common.admin import create_topics
@@ -100,6 +104,13 @@ def run(
         asyncio.run(run_tasks_load(settings, path, console))
     with console.status("starting the pipeline processes"):
         asyncio.run(pipeline.up(settings))
+    if monitor:
+        with console.status("starting the monitor"):
+            try:
+                url = asyncio.run(pipeline.start_monitor(settings))
+                console.print(f"monitor: {url} (watch the iterations live)")
+            except InfraError as err:  # the run does not need it
+                console.print(f"[yellow]monitor not started:[/yellow] {err}")
     metrics = asyncio.run(rollout(settings, "train", tasks_per_iteration, iterations, console))
     for m in metrics:
         result = asyncio.run(export_iteration(settings, m.iteration))

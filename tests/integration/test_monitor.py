@@ -198,3 +198,30 @@ async def test_the_monitor_follows_a_rollout_live_and_shows_its_episodes(
         for p in procs:
             p.stop()
     print(f"monitor test: {time.monotonic() - started:.1f}s")
+
+
+async def test_the_monitor_webgym_run_starts_answers_once_and_down_stops_it(
+    settings: Settings, tmp_path: Path,
+) -> None:
+    """`webgym run`'s monitor (infra.pipeline.start_monitor): one process however often it
+    is asked for, serving the live page; `pipeline down` stops it and frees its port."""
+    import aiohttp
+
+    from infra import pipeline
+
+    s = fast(settings, tmp_path).model_copy(update={"infra": settings.infra.model_copy(
+        update={"data_dir": tmp_path / "data"})})
+    url = await pipeline.start_monitor(s)
+    pid = pipeline.monitor_pid(s)
+    try:
+        assert url == f"http://127.0.0.1:{s.monitor.port}/" and pid is not None
+        assert await pipeline.start_monitor(s) == url
+        assert pipeline.monitor_pid(s) == pid  # not a second one
+        async with aiohttp.ClientSession() as http, http.get(url) as resp:
+            assert resp.status == 200 and "text/html" in resp.headers["Content-Type"]
+    finally:
+        assert pipeline.MONITOR in pipeline.down(s)
+    assert pipeline.monitor_pid(s) is None
+    with pytest.raises(aiohttp.ClientConnectionError):
+        async with aiohttp.ClientSession() as http, http.get(url):
+            pass
