@@ -2,13 +2,13 @@
 
   .venv/bin/python -m bench.learning_curve [--iterations 3] [--tasks 8] [--demos 16]
       [--eval-limit 10] [--eval-max-steps 6] [--episode-minutes 3] [--train-steps 16]
-      [--temperature 1.0] [--out docs]
+      [--temperature 1.0] [--suite all|sandbox|miniwob] [--out docs]
 
 On the embedded stack with vLLM (SmolLM2-135M) and its own topics: the generated sandbox
-tasks and MiniWoB++ are loaded with their splits; the pipeline runs (browser worker, vLLM
-policy, evaluator, replay, trainer with LLaMA-Factory LoRA runs, model loader); the loop
-runs `--iterations` synchronous training iterations on the train split, the first seeded
-with `--demos` teacher-forced episodes, and evaluates version 0 (the base model) and every
+tasks and MiniWoB++ (or only `--suite`'s) are loaded with their splits; the pipeline runs
+(browser worker, vLLM policy, evaluator, replay, trainer with LLaMA-Factory LoRA runs,
+model loader); the loop runs `--iterations` synchronous training iterations on the train
+split, the first seeded with `--demos` teacher-forced episodes, and evaluates version 0 (the base model) and every
 trained version on the test (held-out entities / seeds) and ood (held-out templates /
 environments) splits of both suites, each on the same seeded draw of `--eval-limit` tasks
 at the evaluation temperature. Writes learning_curve.csv and learning_curve.png (success
@@ -43,8 +43,8 @@ from webgym_common.events import EvaluationResult
 from webgym_common.readers import read_compacted
 from webgym_common.topics import Topic
 
-TASK_FILES = (Path("infra/sandbox/tasks/generated_tasks.jsonl"),
-              Path("infra/sandbox/tasks/miniwob_tasks.jsonl"))
+TASK_FILES = {Suite.SANDBOX: Path("infra/sandbox/tasks/generated_tasks.jsonl"),
+              Suite.MINIWOB: Path("infra/sandbox/tasks/miniwob_tasks.jsonl")}
 COLUMNS = ("version", "suite", "split", "episodes", "successes", "success_rate", "ci_low",
            "ci_high", "avg_steps", "wall_time_s")
 
@@ -101,12 +101,14 @@ def plot_curve(results: Sequence[EvaluationResult], path: Path, title: str) -> N
     fig.savefig(path, format="png", dpi=90)
 
 
-async def run_curve(settings: Settings, iterations: int, tasks: int) -> list[EvaluationResult]:
+async def run_curve(settings: Settings, iterations: int, tasks: int, suite: Suite,
+                    ) -> list[EvaluationResult]:
     await create_topics(settings)
     try:
         await pipeline.up(settings, timeout_s=300)
         async with EventProducer(settings, client_id="bench") as producer:
-            for path in TASK_FILES:
+            # only the suite's tasks are loaded: training draws and evaluations stay in it
+            for path in (p for s, p in TASK_FILES.items() if suite in (s, Suite.ALL)):
                 report = await load_tasks(path, producer)
                 console.print(f"loaded {path}: {len(report.loaded)} tasks, {len(report.bad)} bad")
         # versions 0 .. iterations - 1 are evaluated before the iteration that runs on them
@@ -128,7 +130,7 @@ async def run_curve(settings: Settings, iterations: int, tasks: int) -> list[Eva
 
 def main(iterations: int = 3, tasks: int = 8, demos: int = 16, eval_limit: int = 10,
          eval_max_steps: int = 6, episode_minutes: float = 3.0, train_steps: int = 16,
-         temperature: float = 1.0, out: Path = Path("docs")) -> None:
+         temperature: float = 1.0, suite: Suite = Suite.ALL, out: Path = Path("docs")) -> None:
     console.print(describe_machine())
     base = get_settings()
     trainer_env.prepare(base)
@@ -137,7 +139,7 @@ def main(iterations: int = 3, tasks: int = 8, demos: int = 16, eval_limit: int =
                               eval_max_steps=eval_max_steps, episode_minutes=episode_minutes,
                               train_steps=train_steps, temperature=temperature)
     started = time.perf_counter()
-    results = asyncio.run(run_curve(settings, iterations, tasks))
+    results = asyncio.run(run_curve(settings, iterations, tasks, suite))
     wall = time.perf_counter() - started
     out.mkdir(parents=True, exist_ok=True)
     write_csv(results, out / "learning_curve.csv")
