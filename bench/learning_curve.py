@@ -10,10 +10,10 @@ tasks and MiniWoB++ (or only `--suite`'s) are loaded with their splits; the pipe
 loader); the loop runs `--iterations` synchronous training iterations on the train split,
 the first seeded with `--demos` teacher-forced episodes, and evaluates version 0 (the base
 model) and every trained version on the test (held-out entities / seeds) and ood (held-out
-templates / environments) splits of both suites, each on the same seeded draw of `--eval-
-limit` tasks at the evaluation temperature. Writes learning_curve.csv and learning_curve.png
-(success per version with 95 % Wilson intervals, one line per suite and split) and prints
-the table.
+templates / environments) splits of both suites, each on the same seeded draw of
+`--eval-limit` tasks at the evaluation temperature. Writes learning_curve.csv and
+learning_curve.png (success per version with 95 % Wilson intervals, one line per suite and
+split) and prints the table.
 """
 
 from __future__ import annotations
