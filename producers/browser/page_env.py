@@ -1,10 +1,11 @@
 """Pages that score themselves (MiniWoB++): start the page's episode, read its verdict.
 
-The protocol is MiniWoB's own (the `miniwob` package's Selenium instance does the same):
-seed the page's random generator (`Math.seedrandom`), set the data mode, call
-`core.startEpisodeReal()` (it draws the problem, hides the START overlay
-`#sync-task-cover` and starts the page's episode timer) and wait for `WOB_TASK_READY`;
-`core.getUtterance()` is the instruction the page wrote. After each action
+The protocol (its JS is in webgym_common.miniwob, shared with the reference builder) is
+MiniWoB's own (the `miniwob` package's Selenium instance does the same): seed the page's
+random generator (`Math.seedrandom`), set the data mode, call `core.startEpisodeReal()`
+(it draws the problem, hides the START overlay `#sync-task-cover` and starts the page's
+episode timer) and wait for `WOB_TASK_READY`; `core.getUtterance()` is the instruction the
+page wrote. After each action
 `WOB_DONE_GLOBAL` says whether the page has ended its episode and `WOB_RAW_REWARD_GLOBAL`
 is its reward without the time penalty (-1..1, > 0 solved; 0 while not done). Every call
 has a timeout; a page that does not answer is the caller's crashed page.
@@ -23,30 +24,22 @@ from playwright.async_api import Page
 from producers.browser.endings import Ending
 from producers.browser.session import EpisodeSession
 from webgym_common.events import PageEnvironment
+from webgym_common.miniwob import (
+    DATA_MODE,
+    MINIWOB,
+    READY_JS,
+    START_JS,
+    STATE_JS,
+    TASK_READY_JS,
+    UTTERANCE_JS,
+)
 
 log = logging.getLogger(__name__)
 
-MINIWOB = "miniwob"
-# MiniWoB's problem distribution ("train" is the package's default; a few transfer tasks
-# draw differently in "test"). Our splits are by seed, so every episode uses one mode.
-DATA_MODE = "train"
 # The page's own episode timer (core.EPISODE_MAX_TIME, 10 s by default) would end an
 # episode long before a CPU policy acts (~8 s an action): it is set to the episode's
 # remaining time, at least this much.
 MIN_PAGE_TIME_S = 60.0
-
-_START = """([seed, mode, maxMs]) => {
-  Math.seedrandom(seed);
-  core.setDataMode(mode);
-  core.EPISODE_MAX_TIME = maxMs;
-  core.startEpisodeReal();
-}"""
-_UTTERANCE = """() => {
-  const u = core.getUtterance();
-  return typeof u === 'string' ? u : (u && u.utterance) || '';
-}"""
-_STATE = """() => ({done: Boolean(WOB_DONE_GLOBAL), raw: Number(WOB_RAW_REWARD_GLOBAL),
-  reason: WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON)})"""
 
 
 @dataclass(frozen=True)
@@ -73,7 +66,7 @@ def page_time_ms(deadline_s: float, now_s: float) -> int:
 
 
 def page_state(raw: Any) -> PageState:
-    """The page's globals as read by _STATE (a missing or odd value is not done, reward 0)."""
+    """The page's globals as read by STATE_JS (a missing or odd value is not done, reward 0)."""
     raw = raw if isinstance(raw, dict) else {}
     reward = raw.get("raw")
     return PageState(done=raw.get("done") is True,
@@ -92,16 +85,16 @@ async def start_episode(page: Page, env: PageEnvironment, deadline_s: float,
     """Start the page's episode with the task's seed; returns the page's instruction."""
     # The page's onload draws the START overlay (core.startEpisode); starting before it ran
     # would fail, and it would cover the episode if it ran after.
-    await page.wait_for_function("() => window.core && core.cover_div", timeout=timeout_s * 1000)
+    await page.wait_for_function(READY_JS, timeout=timeout_s * 1000)
     max_ms = page_time_ms(deadline_s, time.time())
-    await asyncio.wait_for(page.evaluate(_START, [env.seed, DATA_MODE, max_ms]), timeout_s)
-    await page.wait_for_function("() => WOB_TASK_READY", timeout=timeout_s * 1000)
-    return str(await asyncio.wait_for(page.evaluate(_UTTERANCE), timeout_s)).strip()
+    await asyncio.wait_for(page.evaluate(START_JS, [env.seed, DATA_MODE, max_ms]), timeout_s)
+    await page.wait_for_function(TASK_READY_JS, timeout=timeout_s * 1000)
+    return str(await asyncio.wait_for(page.evaluate(UTTERANCE_JS), timeout_s)).strip()
 
 
 async def read_state(page: Page, timeout_s: float) -> PageState:
     """Whether the page has ended its episode, and its raw reward."""
-    return page_state(await asyncio.wait_for(page.evaluate(_STATE), timeout_s))
+    return page_state(await asyncio.wait_for(page.evaluate(STATE_JS), timeout_s))
 
 
 async def page_state_of(session: EpisodeSession, timeout_s: float) -> PageState | None:
