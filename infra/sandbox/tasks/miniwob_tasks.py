@@ -9,6 +9,11 @@ episode, so there is no evaluator_reference and no answer. Splits by seed: seeds
 train, 1000-1009 test; the OOD environments are held out whole (their seeds 1000-1009 are
 ood). Environments the action grammar cannot express are in UNSUPPORTED, with the reason,
 and never in the file.
+
+Reference actions (for teacher-forced demonstrations, `--demos`) come from
+`miniwob_references.json`, which `python -m infra.sandbox.tasks.miniwob_references` builds
+with scripted solvers and verifies in Chromium (coverage per environment: that module's
+docstring); a task without a verified sequence has none.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from typing import Any
 from infra.sandbox.miniwob import page_path
 
 OUTPUT = Path(__file__).with_name("miniwob_tasks.jsonl")
+# Verified reference sequences, {task_id: [ReferenceAction, ...]}, built in Chromium by
+# miniwob_references.py; merged into the lines here so that this generator stays pure.
+REFERENCES = Path(__file__).with_name("miniwob_references.json")
 BENCHMARK = "miniwob"
 TRAIN_SEEDS = range(0, 20)
 TEST_SEEDS = range(1000, 1010)
@@ -91,13 +99,25 @@ def task(env: str, seed: int, difficulty: int, split: str) -> dict[str, Any]:
     }
 
 
-def all_tasks() -> list[dict[str, Any]]:
+def load_references(path: Path = REFERENCES) -> dict[str, list[dict[str, Any]]]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def with_references(tasks: list[dict[str, Any]], references: dict[str, list[dict[str, Any]]]
+                    ) -> list[dict[str, Any]]:
+    """The tasks, each with its verified reference sequence if it has one."""
+    return [{**t, "reference_actions": references[t["task_id"]]}
+            if references.get(t["task_id"]) else t for t in tasks]
+
+
+def all_tasks(references: dict[str, list[dict[str, Any]]] | None = None
+              ) -> list[dict[str, Any]]:
     overlap = (set(SUPPORTED) | set(OOD)) & set(UNSUPPORTED)
     assert not overlap and not set(SUPPORTED) & set(OOD), overlap
     tasks = [task(env, seed, d, "train") for env, d in SUPPORTED.items() for seed in TRAIN_SEEDS]
     tasks += [task(env, seed, d, "test") for env, d in SUPPORTED.items() for seed in TEST_SEEDS]
     tasks += [task(env, seed, d, "ood") for env, d in OOD.items() for seed in TEST_SEEDS]
-    return tasks
+    return with_references(tasks, load_references() if references is None else references)
 
 
 def main(path: Path = OUTPUT) -> int:
