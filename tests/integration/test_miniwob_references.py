@@ -44,11 +44,6 @@ def first_per_environment(split: str, per_env: int = 1) -> list[Task]:
     return [t for ts in picked.values() for t in ts]
 
 
-def test_most_environments_are_covered() -> None:
-    covered = {t.environment.name for t in TASKS if t.environment is not None}
-    assert len(covered) >= 25, sorted(covered)
-
-
 @pytest.fixture
 def evaluator(settings: Settings, tmp_path: Path) -> Iterator[PipelineProcess]:
     proc = PipelineProcess(settings, ["worker", "evaluator"], tmp_path / "evaluator.log")
