@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import sys
 from collections import Counter
@@ -60,7 +61,9 @@ from webgym_common.miniwob import (
 )
 from webgym_common.teacher import resolve_reference_action
 
-EXECUTABLE = "/usr/lib/chromium/chromium-headless-shell"
+# The browser the worker runs (BrowserSettings.executable_path; same environment variable).
+EXECUTABLE = os.environ.get(
+    "WEBGYM_BROWSER__EXECUTABLE_PATH", "/usr/lib/chromium/chromium-headless-shell")
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
 VIEWPORT = {"width": 1280, "height": 720}  # the worker's default (BrowserSettings)
 SETTLE_S = 0.3  # the worker's quiet time after an action (BrowserSettings.settle_s)
