@@ -111,6 +111,14 @@ def start_worker(settings: Settings, tmp_path: Path) -> Iterator:
         w.stop()
 
 
+@pytest.fixture
+def evaluator(settings: Settings, tmp_path: Path) -> Iterator[PipelineProcess]:
+    """A real `webgym worker evaluator` process (tests that define their own keep theirs)."""
+    proc = PipelineProcess(settings, ["worker", "evaluator"], tmp_path / "evaluator.log")
+    yield proc
+    proc.stop()
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def producer(settings: Settings) -> AsyncIterator[EventProducer]:
     async with EventProducer(settings, client_id="test") as p:

@@ -5,7 +5,6 @@ Kafka and MinIO, a real evaluator process. Scripted actions go through Kafka as 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,13 +30,6 @@ def scripted(task_id: str, *steps: ReferenceAction) -> Task:
 
 def click(name: str) -> ReferenceAction:
     return ReferenceAction(action="Click", role="button", name=name)
-
-
-@pytest.fixture
-def evaluator(settings: Settings, tmp_path: Path) -> Iterator[PipelineProcess]:
-    proc = PipelineProcess(settings, ["worker", "evaluator"], tmp_path / "evaluator.log")
-    yield proc
-    proc.stop()
 
 
 async def test_the_page_s_own_reward_scores_the_episode(

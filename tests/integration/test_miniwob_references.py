@@ -7,21 +7,19 @@ verified them (infra/sandbox/tasks/miniwob_references.py)."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser
 
-from infra.sandbox.app import start_sandbox
 from infra.sandbox.tasks.miniwob_references import VIEWPORT, verify
 from infra.sandbox.tasks.miniwob_tasks import OUTPUT
 from producers.drive_reference import episode_request
 from tests.support.chromium import chromium
 from tests.support.launch import PipelineProcess
+from tests.support.sandbox import serving_sandbox
 from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted, EpisodeScored, Task
@@ -42,13 +40,6 @@ def first_per_environment(split: str, per_env: int = 1) -> list[Task]:
         if env is not None and t.split == split and len(picked[env.name]) < per_env:
             picked[env.name].append(t)
     return [t for ts in picked.values() for t in ts]
-
-
-@pytest.fixture
-def evaluator(settings: Settings, tmp_path: Path) -> Iterator[PipelineProcess]:
-    proc = PipelineProcess(settings, ["worker", "evaluator"], tmp_path / "evaluator.log")
-    yield proc
-    proc.stop()
 
 
 async def test_the_teacher_policy_solves_one_train_task_per_environment(
@@ -84,20 +75,10 @@ async def test_the_teacher_policy_solves_one_train_task_per_environment(
     assert len(scored) == len(tasks)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest_asyncio.fixture(loop_scope="session")
 async def sandbox_url() -> AsyncIterator[str]:
-    port = _free_port()
-    runner = await start_sandbox("127.0.0.1", port)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await asyncio.wait_for(runner.cleanup(), 30)
+    async with serving_sandbox() as url:
+        yield url
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,9 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, Request
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from infra.sandbox.app import GENERATED_TASKS_FILE, TASKS_FILE, start_sandbox
+from infra.sandbox.app import GENERATED_TASKS_FILE, TASKS_FILE
 from tests.support.chromium import chromium
+from tests.support.sandbox import serving_sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -29,20 +29,10 @@ STEP_MS = 8_000
 CONCURRENCY = 4
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def sandbox_url() -> AsyncIterator[str]:
-    port = _free_port()
-    runner = await start_sandbox("127.0.0.1", port)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await asyncio.wait_for(runner.cleanup(), 30)
+    async with serving_sandbox() as url:
+        yield url
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")

@@ -20,10 +20,10 @@ import pytest_asyncio
 from playwright.async_api import Error as PlaywrightError
 
 from infra.procs import free_port
-from infra.sandbox.app import start_sandbox
 from producers.browser.browser_pool import WS_POLICY_VIOLATION, BrowserPool
 from tests.support.hand_fed import HandFedEpisode
 from tests.support.launch import BrowserWorkerProcess
+from tests.support.sandbox import serving_sandbox
 from webgym_common.bus import EventProducer
 from webgym_common.config import BrowserSettings, Settings
 from webgym_common.urlpolicy import UrlPolicy
@@ -35,12 +35,8 @@ CLOSED_BY_POLICY = f"closed {WS_POLICY_VIOLATION}"
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
 async def sandbox_url() -> AsyncIterator[str]:
-    port = free_port()
-    runner = await start_sandbox("127.0.0.1", port)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await asyncio.wait_for(runner.cleanup(), 30)
+    async with serving_sandbox() as url:
+        yield url
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
