@@ -12,7 +12,7 @@ from playwright.async_api import CDPSession, Page
 
 from webgym_common.config import BrowserSettings
 from webgym_common.events import Mark
-from webgym_common.marks import INTERACTIVE_ROLES, parse_marks, text_of  # noqa: F401 (re-exported)
+from webgym_common.marks import parse_marks
 
 # Text that marks an anti-bot wall rather than the site itself.
 BLOCK_PATTERNS = re.compile(

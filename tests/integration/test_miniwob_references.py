@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser
 
-from infra.sandbox.tasks.miniwob_references import VIEWPORT, verify
+from infra.sandbox.tasks.miniwob_references import new_context, verify
 from infra.sandbox.tasks.miniwob_tasks import OUTPUT
 from producers.drive_reference import episode_request
 from tests.support.chromium import chromium
@@ -95,7 +95,7 @@ async def test_references_replay_in_chromium(sandbox_url: str, browser: Browser)
         env = task.environment
         assert env is not None
         async with sem:
-            context = await browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+            context = await new_context(browser)
             try:
                 await asyncio.wait_for(verify(
                     context, task.website.replace("{sandbox}", sandbox_url), env.seed,

@@ -33,8 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -44,11 +42,13 @@ from typing import Any
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from infra.procs import free_port
 from infra.sandbox.app import start_sandbox
 from infra.sandbox.tasks.miniwob_parse import Unsolvable
 from infra.sandbox.tasks.miniwob_solvers import SOLVERS, Step
 from infra.sandbox.tasks.miniwob_tasks import REFERENCES, all_tasks
 from webgym_common.actions import ActionKind
+from webgym_common.config import get_settings
 from webgym_common.events import Mark, ReferenceAction
 from webgym_common.marks import parse_marks
 from webgym_common.miniwob import (
@@ -61,15 +61,12 @@ from webgym_common.miniwob import (
 )
 from webgym_common.teacher import resolve_reference_action
 
-# The browser the worker runs (BrowserSettings.executable_path; same environment variable).
-EXECUTABLE = os.environ.get(
-    "WEBGYM_BROWSER__EXECUTABLE_PATH", "/usr/lib/chromium/chromium-headless-shell")
+# The worker's browser settings (executable, viewport, settle time, mark limit), read from
+# the same settings object and environment variables as the worker's.
+BROWSER = get_settings().browser
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
-VIEWPORT = {"width": 1280, "height": 720}  # the worker's default (BrowserSettings)
-SETTLE_S = 0.3  # the worker's quiet time after an action (BrowserSettings.settle_s)
 ACTION_MS = 5_000
 PAGE_MS = 120_000  # the page's own episode timer: no timeout while we act
-MAX_MARKS = 300
 _TAG = "data-wg-target"
 
 
@@ -88,7 +85,7 @@ async def start(context: BrowserContext, url: str, seed: int) -> tuple[Page, str
 
 
 async def marks_of(page: Page) -> list[Mark]:
-    return parse_marks(await page.aria_snapshot(mode="ai", boxes=True), MAX_MARKS)
+    return parse_marks(await page.aria_snapshot(mode="ai", boxes=True), BROWSER.max_marks)
 
 
 def reference(step: Step, marks: Sequence[Mark], i: int) -> ReferenceAction:
@@ -137,7 +134,7 @@ async def perform(page: Page, marks: Sequence[Mark], ref: ReferenceAction) -> No
         await loc.press("Enter", timeout=ACTION_MS)
     else:
         raise Failed(f"no such reference action here: {action.kind}")
-    await asyncio.sleep(SETTLE_S)
+    await asyncio.sleep(BROWSER.settle_s)
 
 
 async def state(page: Page) -> tuple[bool, float]:
@@ -181,10 +178,16 @@ async def verify(context: BrowserContext, url: str, seed: int,
         await page.close()
 
 
+async def new_context(browser: Browser) -> BrowserContext:
+    """A context with the worker's viewport."""
+    return await browser.new_context(viewport={"width": BROWSER.viewport_width,
+                                               "height": BROWSER.viewport_height})
+
+
 async def build_one(browser: Browser, base: str, task: dict[str, Any]) -> list[dict[str, Any]]:
     env = task["environment"]
     url = task["website"].replace("{sandbox}", base)
-    context = await browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+    context = await new_context(browser)
     try:
         refs = await solve(context, url, env["name"], env["seed"])
         await verify(context, url, env["seed"], refs)
@@ -193,16 +196,10 @@ async def build_one(browser: Browser, base: str, task: dict[str, Any]) -> list[d
     return [r.model_dump(exclude_none=True) for r in refs]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def build(tasks: Sequence[dict[str, Any]], concurrency: int
                 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
     """References of the tasks that verified, and why the others have none."""
-    port = _free_port()
+    port = free_port()
     runner = await start_sandbox("127.0.0.1", port)
     kept: dict[str, list[dict[str, Any]]] = {}
     failed: dict[str, str] = {}
@@ -211,7 +208,8 @@ async def build(tasks: Sequence[dict[str, Any]], concurrency: int
                TimeElapsedColumn(), TextColumn("{task.fields[failed]} failed"))
     try:
         async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=EXECUTABLE, args=LAUNCH_ARGS)
+            browser = await pw.chromium.launch(executable_path=str(BROWSER.executable_path),
+                                               args=LAUNCH_ARGS)
             with Progress(*columns) as progress:
                 bar = progress.add_task("MiniWoB references", total=len(tasks), failed=0)
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from producers.browser.observe import parse_marks
 from producers.envserver.envs import (
     UNSUPPORTED,
     ActionError,
@@ -34,6 +33,7 @@ from webgym_common.events import (
     Task,
     Viewport,
 )
+from webgym_common.marks import parse_marks
 
 PLAYGROUND = (Path(__file__).parents[1] / "browser" / "playground.aria.txt").read_text()
 MARKS = {m.index: m for m in [
