@@ -156,6 +156,29 @@ def faust_table(app: faust.App, kafka: KafkaSettings, table: StateTable) -> faus
     return made
 
 
+def changelog_record(table: faust.Table, key: str, value: Any) -> tuple[str, bytes, bytes | None]:
+    """(topic, key, value) of the changelog record faust writes for `table[key] = value`
+    (value None: a deletion), as `faust_table` tables encode them."""
+    return (table.changelog_topic.get_topic_name(), codecs.dumps("json", key),
+            None if value is None else codecs.dumps("json", value))
+
+
+async def put_durably(app: faust.App, table: faust.Table, key: str, value: Any,
+                      partition: int, timeout_s: float) -> bool:
+    """`table[key] = value`, returning once the broker has acknowledged its changelog record.
+
+    faust's own assignment sends the record later from a buffer, so a process killed a
+    moment after it loses the write although what it did next (a publication, an ack)
+    stands. Tables are co-partitioned with their sources: `partition` is the partition of
+    the event being handled. True once written (for processors.policy.retry.retried).
+    """
+    topic, k, v = changelog_record(table, key, value)
+    sent = await app.producer.send(topic, k, v, partition, None, None)
+    await asyncio.wait_for(sent, timeout_s)
+    table.data[key] = value
+    return True
+
+
 def decode_error(event: faust.EventT) -> str | None:
     """Why this event's value is not one of our events (None: it is one)."""
     if event.value is None:

@@ -1,6 +1,7 @@
 """Reading topics without a group: the first events of a topic, a topic to its end, a
-compacted topic as a table. Nothing here commits; every reader sees committed records only
-(the consumers of webgym_common.bus read `read_committed`)."""
+compacted topic as a table, one partition from a point in time. Nothing here commits;
+every reader sees committed records only (the consumers of webgym_common.bus read
+`read_committed`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from collections.abc import AsyncIterator
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from webgym_common.bus import EventConsumer, EventProducer, Received
+from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import Settings
 from webgym_common.events import Event
-from webgym_common.topics import Topic
+from webgym_common.kafka_clients import make_consumer
+from webgym_common.topics import Topic, topic_name
 
 
 async def read_events(
@@ -101,3 +104,59 @@ async def read_compacted(
             if received.key is not None:
                 latest[received.key] = received.event
     return latest
+
+
+# -- one partition from a point in time (no group) --------------------------------------
+
+
+class PartitionLog:
+    """Reads one partition of a topic from a point in time to its current end, no group.
+
+    For a process that must know what the log already holds before it acts again on a
+    partition it (re)took: the completions a browser worker must not start again, the
+    actions a restarted policy must not publish twice. One manual assignment at a time.
+    """
+
+    def __init__(self, settings: Settings, codec: Codec, client_id: str) -> None:
+        self.settings, self.codec, self.client_id = settings, codec, client_id
+        self.consumer: AIOKafkaConsumer | None = None  # made in the loop that reads
+        self.lock = asyncio.Lock()
+
+    async def start(self) -> AIOKafkaConsumer:
+        """Connect now (else the first read does)."""
+        if self.consumer is None:
+            consumer = make_consumer(self.settings, [], None, self.client_id)
+            await consumer.start()
+            self.consumer = consumer
+        return self.consumer
+
+    async def stop(self) -> None:
+        if self.consumer is not None:
+            consumer, self.consumer = self.consumer, None
+            await consumer.stop()
+
+    async def events_since(self, topic: Topic, partition: int, since_ms: int,
+                           timeout_s: float) -> list[Event]:
+        """The events of `partition` whose record time is `since_ms` or later, up to the
+        partition's end as of the call (undecodable records left out: nothing acted on
+        them). Raises TimeoutError after `timeout_s`."""
+        tp = TopicPartition(topic_name(self.settings.kafka, topic), partition)
+        out: list[Event] = []
+        async with self.lock, asyncio.timeout(timeout_s):
+            c = await self.start()
+            c.assign([tp])
+            found = (await c.offsets_for_times({tp: max(0, since_ms)})).get(tp)
+            end = (await c.end_offsets([tp]))[tp]
+            start = found.offset if found is not None else end
+            if start >= end:
+                return out
+            c.seek(tp, start)
+            while await c.position(tp) < end:
+                for record in (await c.getmany(tp, timeout_ms=500)).get(tp, []):
+                    if record.offset >= end:
+                        break
+                    try:
+                        out.append(self.codec.decode(record.value))
+                    except DecodeError:
+                        continue
+        return out

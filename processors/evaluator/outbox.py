@@ -36,9 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import faust
-from faust.serializers import codecs
 
-from webgym_common.faust_app import InOrderAcks, Ticket
+from webgym_common.faust_app import InOrderAcks, Ticket, changelog_record
 from webgym_common.faust_app import rewind_uncommitted as rewind_uncommitted
 
 log = logging.getLogger(__name__)
@@ -151,9 +150,7 @@ class Outbox:
     def _changelog(event: faust.EventT, writes: Iterable[tuple[faust.Table, str, Any]]
                    ) -> list[Record]:
         # Tables are co-partitioned with their source topics: the event's partition.
-        return [Record(table.changelog_topic.get_topic_name(), codecs.dumps("json", key),
-                       None if value is None else codecs.dumps("json", value),
-                       event.message.partition)
+        return [Record(*changelog_record(table, key, value), event.message.partition)
                 for table, key, value in writes]
 
     @staticmethod

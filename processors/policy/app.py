@@ -1,12 +1,15 @@
 """The policy processor (faust): observations in, actions out.
 
-Delivery: at least once, never lost. An observation is acked after its ActionChosen
-(and the episode's new context) is acknowledged by the broker, in arrival order per
-partition (webgym_common.faust_app.InOrderAcks), so a SIGKILL never commits past an
-observation still being decided: the restarted processor reads it again. A step
-answered already (the table says so) is not answered again; a processor killed
-between publishing an action and writing its context may answer a step twice, and
-browser workers act on the first action of a step only.
+Delivery: exactly one action per step, never lost. An observation is acked after its
+ActionChosen is acknowledged by the broker, in arrival order per partition
+(webgym_common.faust_app.InOrderAcks), so a SIGKILL never commits past an observation
+still being decided: the restarted processor reads it again. Before an action is
+published, the episode's new context is written down with the action in it as
+`pending`, and the table's changelog record is acknowledged (put_durably). So a step
+read again is either undecided (decided now), or its action is written down: published
+only if its actions partition, read from when it was written down, does not hold it
+(the kill fell between the two writes). Browser workers still act on the first action
+of a step only.
 
 Consume EpisodeRequested (remember the task), EpisodeCompleted (remember that the
 episode ended) and StepObserved (decide), publish ActionChosen to webgym.actions.
@@ -36,14 +39,16 @@ from processors.policy.decisions import (
     Ended,
     Entry,
     Live,
+    Pending,
     Verdict,
     action_event,
+    decided,
     entry_from_json,
     entry_to_json,
     expired_ended,
     live_from_request,
-    next_context,
     note_effect,
+    published_already,
     take_instruction,
 )
 from processors.policy.models import ServedModels
@@ -56,6 +61,7 @@ from processors.policy.policies import (
 )
 from processors.policy.retry import retried
 from processors.policy.waiting import RequestWatch, now_ms
+from webgym_common.codec import Codec
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
@@ -71,10 +77,12 @@ from webgym_common.faust_app import (
     faust_table,
     faust_topic,
     make_faust_app,
+    put_durably,
     rewind_uncommitted,
     typed_events,
 )
 from webgym_common.objectstore import ObjectStore
+from webgym_common.readers import PartitionLog
 from webgym_common.topics import Group, StateTable, Topic, topic_specs
 
 log = logging.getLogger(__name__)
@@ -93,6 +101,8 @@ def build_app(settings: Settings) -> faust.App:
     sources = [Topic.EPISODES, Topic.EPISODES_COMPLETED, Topic.OBSERVATIONS]
     episodes, completed, observations = (faust_topic(app, k, t) for t in sources)
     actions = faust_topic(app, k, Topic.ACTIONS)
+    action_log = PartitionLog(settings, Codec(), "policy-actions")  # what was published
+    timeout_s = k.request_timeout_ms / 1000
     dead_letters = dlq_sender(app, settings)
     contexts = faust_table(app, k, StateTable.POLICY_CONTEXTS)  # episode_id -> entry JSON
     ended_ttl_ms = specs[Topic.OBSERVATIONS].retention_ms  # as long as they can be re-read
@@ -107,6 +117,10 @@ def build_app(settings: Settings) -> faust.App:
         starts = await rewind_uncommitted(app, {specs[t].name for t in sources})
         watch.starting_at(starts)
         first_reads.starting_at(starts)
+
+    @app.on_before_shutdown.connect
+    async def stop(*args: Any, **kwargs: Any) -> None:
+        await action_log.stop()
 
     @app.on_partitions_revoked.connect
     async def revoked(*args: Any, **kwargs: Any) -> None:
@@ -123,7 +137,7 @@ def build_app(settings: Settings) -> faust.App:
                 await dead_letters(event.message, error)
             elif isinstance(req := event.value, EpisodeRequested) and (
                     req.episode_id not in contexts):  # a live or ended episode stays as it is
-                contexts[req.episode_id] = entry_to_json(live_from_request(req))
+                await remembered(req.episode_id, live_from_request(req), event.message.partition)
             await watch.read(event.message.tp, event.message.offset)
 
     @app.agent(completed)
@@ -132,7 +146,7 @@ def build_app(settings: Settings) -> faust.App:
                                               first_reads):
             partition, now = event.message.partition, now_ms()
             if not isinstance(entry_of(done.episode_id), Ended):
-                contexts[done.episode_id] = entry_to_json(Ended(now, partition))
+                await remembered(done.episode_id, Ended(now, partition), partition)
                 await watch.read(event.message.tp, event.message.offset)
             if now - purged_at.get(partition, 0) > PURGE_EVERY_MS:  # written on this partition
                 purged_at[partition] = now
@@ -156,6 +170,16 @@ def build_app(settings: Settings) -> faust.App:
         data = contexts.get(episode_id)
         return entry_from_json(data) if data is not None else None
 
+    async def remember(episode_id: str, entry: Entry, partition: int) -> bool:
+        # Written down before what follows it (an action, an ack): see the module's story.
+        return await put_durably(app, contexts, episode_id, entry_to_json(entry), partition,
+                                 timeout_s)
+
+    async def remembered(episode_id: str, entry: Entry, partition: int) -> None:
+        """remember(), tried again for as long as Kafka does not take it."""
+        await retried(lambda: remember(episode_id, entry, partition), f"{episode_id} entry",
+                      lambda _: True, cfg.retry_max_backoff_s)
+
     async def handle(event: faust.EventT) -> None:
         if (error := decode_error(event)) is not None:
             await dead_letters(event.message, error)
@@ -168,16 +192,24 @@ def build_app(settings: Settings) -> faust.App:
         if verdict is Verdict.ORPHAN:
             await dead_letters(event.message, why)
             return
-        if verdict is not Verdict.DECIDE or not isinstance(entry, Live):
-            log.info("%s step %d: %s", obs.episode_id, obs.step, why)
-            return
-        # decide (a dependency down: tried again while the episode can use an action)
         what = f"{obs.episode_id} step {obs.step}"
 
         def useful(next_try_in_s: float) -> bool:
-            deadline = entry.deadline_ms
+            deadline = entry.deadline_ms if isinstance(entry, Live) else None
             return isinstance(entry_of(obs.episode_id), Live) and (
                 deadline is None or now_ms() + next_try_in_s * 1000 < deadline)
+
+        partition = event.message.partition  # the episode's, on every topic it is on
+        if verdict is Verdict.REPUBLISH and isinstance(entry, Live) and (
+                pending := entry.pending) is not None:
+            log.info("%s: %s", what, why)
+            await retried(lambda: republish(pending, partition), what, useful,
+                          cfg.retry_max_backoff_s)
+            return
+        if verdict is not Verdict.DECIDE or not isinstance(entry, Live):
+            log.info("%s: %s", what, why)
+            return
+        # decide (a dependency down: tried again while the episode can use an action)
 
         ctx = take_instruction(note_effect(entry.ctx, obs), obs)
         chooser = teacher if ctx.demonstration else policy
@@ -199,15 +231,28 @@ def build_app(settings: Settings) -> faust.App:
             prompt_uri = ref.uri
         chosen = action_event(ctx, obs, decision, prompt_uri,
                               decision.policy_version or chooser.version)
-        # publish, then remember
-        if await retried(lambda: publish(chosen), what, useful, cfg.retry_max_backoff_s) is None:
+        # remember (with the action pending), then publish
+        if not isinstance(entry_of(obs.episode_id), Live):
+            return  # it ended while the model thought: the action is of no use
+        after = decided(entry, ctx, chosen, now_ms())
+        if await retried(lambda: remember(ctx.episode_id, after, partition), what, useful,
+                         cfg.retry_max_backoff_s) is None:
             return
-        contexts[ctx.episode_id] = entry_to_json(Live(next_context(ctx, chosen),
-                                                      entry.deadline_ms))
+        await retried(lambda: publish(chosen, partition), what, useful, cfg.retry_max_backoff_s)
 
-    async def publish(chosen: ActionChosen) -> bool:
-        await (await actions.send(key=chosen.episode_id.encode(), value=chosen))
+    async def publish(chosen: ActionChosen, partition: int) -> bool:
+        # On the observation's partition (co-partitioned by key anyway): where a restarted
+        # processor looks for it (republish).
+        await (await actions.send(key=chosen.episode_id.encode(), value=chosen,
+                                  partition=partition))
         return True
+
+    async def republish(pending: Pending, partition: int) -> bool:
+        """Publish a written-down action unless its actions partition holds it already."""
+        since = await action_log.events_since(Topic.ACTIONS, partition, pending.since_ms,
+                                              timeout_s)
+        return published_already(pending.action, since) or await publish(pending.action,
+                                                                         partition)
 
     @app.task
     async def follow_models() -> None:

@@ -2,8 +2,9 @@
 
 app.py consumes, calls these, and publishes; nothing here touches Kafka or a model.
 
-The `contexts` table holds one entry per episode: `Live` (its context and deadline)
-from its EpisodeRequested on, then `Ended` from its EpisodeCompleted on, kept as long
+The `contexts` table holds one entry per episode: `Live` (its context, its deadline,
+and the last decided step's action, written down before it is published) from its
+EpisodeRequested on, then `Ended` from its EpisodeCompleted on, kept as long
 as the episode's observations can be re-read (the observations topic's retention), so
 that a re-delivered observation of a finished episode is recognised and skipped.
 """
@@ -26,11 +27,22 @@ ORPHAN = ("no EpisodeRequested for this episode: the episodes partition was read
 
 
 @dataclass(frozen=True)
+class Pending:
+    """The action of the last decided step, written down before it was published, and when
+    (the publisher's clock, which also stamps the action's record): a processor restarted
+    between the two finds it and publishes it unless the actions partition holds it."""
+
+    action: ActionChosen
+    since_ms: int
+
+
+@dataclass(frozen=True)
 class Live:
     """A running episode: what the policy remembers, and when the episode times out."""
 
     ctx: EpisodeContext
     deadline_ms: int | None = None  # None: an entry written before deadlines were kept
+    pending: Pending | None = None  # None: nothing decided yet (or a table's older format)
 
 
 @dataclass(frozen=True)
@@ -47,14 +59,21 @@ Entry = Live | Ended
 def entry_to_json(entry: Entry) -> dict[str, Any]:
     if isinstance(entry, Ended):
         return {"ended_ms": entry.ended_ms, "partition": entry.partition}
-    return {"ctx": entry.ctx.to_json(), "deadline_ms": entry.deadline_ms}
+    data: dict[str, Any] = {"ctx": entry.ctx.to_json(), "deadline_ms": entry.deadline_ms}
+    if entry.pending is not None:
+        data["pending"] = {"action": entry.pending.action.model_dump(mode="json"),
+                           "since_ms": entry.pending.since_ms}
+    return data
 
 
 def entry_from_json(data: dict[str, Any]) -> Entry:
     if "ended_ms" in data:
         return Ended(int(data["ended_ms"]), int(data.get("partition", -1)))
     if "ctx" in data:
-        return Live(EpisodeContext.from_json(data["ctx"]), data.get("deadline_ms"))
+        pending = data.get("pending")
+        return Live(EpisodeContext.from_json(data["ctx"]), data.get("deadline_ms"),
+                    None if pending is None else Pending(
+                        ActionChosen.model_validate(pending["action"]), int(pending["since_ms"])))
     return Live(EpisodeContext.from_json(data))  # a bare context (the table's first format)
 
 
@@ -64,6 +83,7 @@ def live_from_request(req: EpisodeRequested) -> Live:
 
 class Verdict(StrEnum):
     DECIDE = "decide"
+    REPUBLISH = "republish"  # its action was written down: publish it unless it is out already
     SKIP = "skip"  # nothing to do, nothing to report: acked
     WAIT = "wait"  # its EpisodeRequested may still arrive
     ORPHAN = "orphan"  # its EpisodeRequested cannot arrive any more: dead-lettered
@@ -113,6 +133,9 @@ def triage(obs: StepObserved, entry: Entry | None, now_ms: int, may_come: bool
         return Verdict.SKIP, "past the episode's deadline: its browser worker ends it"
     if entry.ctx.driver != Driver.POLICY:
         return Verdict.SKIP, "its actions come from outside (webgym drive, the env server)"
+    if entry.pending is not None and entry.pending.action.step == obs.step:
+        return Verdict.REPUBLISH, (f"step {obs.step} read again: its action was written down "
+                                   "before it was published (a restart since?)")
     return (Verdict.DECIDE, "") if (why := should_decide(entry.ctx, obs)) is None else (
         Verdict.SKIP, why)
 
@@ -167,6 +190,17 @@ def action_event(ctx: EpisodeContext, obs: StepObserved, d: Decision, prompt_uri
         prompt_tokens=d.prompt_tokens, completion_tokens=d.completion_tokens,
         latency_ms=d.latency_ms, policy_version=policy_version,
     )
+
+
+def decided(entry: Live, ctx: EpisodeContext, chosen: ActionChosen, now_ms: int) -> Live:
+    """The entry to write down before `chosen` is published: the next context, and `chosen`
+    as pending (the publisher's clock `now_ms` bounds where its record can be)."""
+    return Live(next_context(ctx, chosen), entry.deadline_ms, Pending(chosen, now_ms))
+
+
+def published_already(chosen: ActionChosen, actions: Iterable[Any]) -> bool:
+    """Whether `chosen` (by its event id) is among the events read from its actions partition."""
+    return any(isinstance(a, ActionChosen) and a.event_id == chosen.event_id for a in actions)
 
 
 def next_context(ctx: EpisodeContext, chosen: ActionChosen) -> EpisodeContext:

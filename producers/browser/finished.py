@@ -18,13 +18,9 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
 
-from aiokafka import TopicPartition
-
-from webgym_common.codec import Codec, DecodeError
-from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted
-from webgym_common.kafka_clients import make_consumer
-from webgym_common.topics import Topic, topic_name
+from webgym_common.readers import PartitionLog
+from webgym_common.topics import Topic
 
 log = logging.getLogger(__name__)
 # Per partition; the oldest are forgotten first (their requests are long committed).
@@ -92,42 +88,11 @@ class FinishedEpisodes:
             return
 
 
-class CompletedLog:
+class CompletedLog(PartitionLog):
     """Reads completed partitions from a point in time to their current end (no group)."""
-
-    def __init__(self, settings: Settings, codec: Codec, client_id: str) -> None:
-        self.topic = topic_name(settings.kafka, Topic.EPISODES_COMPLETED)
-        self.codec = codec
-        self.consumer = make_consumer(settings, [], None, client_id)
-
-    async def start(self) -> None:
-        await self.consumer.start()
-
-    async def stop(self) -> None:
-        await self.consumer.stop()
 
     async def ended_since(self, partition: int, since_ms: int, timeout_s: float) -> list[str]:
         """Ids of the episodes completed on `partition` at or after `since_ms`."""
-        tp = TopicPartition(self.topic, partition)
-        c = self.consumer
-        async with asyncio.timeout(timeout_s):
-            c.assign([tp])
-            found = (await c.offsets_for_times({tp: max(0, since_ms)})).get(tp)
-            end = (await c.end_offsets([tp]))[tp]
-            start = found.offset if found is not None else end
-            ids: list[str] = []
-            if start >= end:
-                return ids
-            c.seek(tp, start)
-            while await c.position(tp) < end:
-                records = (await c.getmany(tp, timeout_ms=500)).get(tp, [])
-                for record in records:
-                    if record.offset >= end:
-                        break
-                    try:
-                        event = self.codec.decode(record.value)
-                    except DecodeError:
-                        continue  # not a completion anyone could have acted on
-                    if isinstance(event, EpisodeCompleted):
-                        ids.append(event.episode_id)
-            return ids
+        return [e.episode_id for e in await self.events_since(
+            Topic.EPISODES_COMPLETED, partition, since_ms, timeout_s)
+            if isinstance(e, EpisodeCompleted)]

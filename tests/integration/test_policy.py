@@ -18,10 +18,20 @@ from pathlib import Path
 import pytest
 from aiokafka import TopicPartition
 from aiokafka.partitioner import murmur2
+from faust.serializers import codecs
 
+from processors.policy.decisions import (
+    action_event,
+    decided,
+    entry_to_json,
+    live_from_request,
+)
+from processors.policy.policies import Decision
+from processors.policy.waiting import now_ms
 from producers.drive_reference import episode_request
 from tests.support.hand_fed import watch_episodes
 from tests.support.launch import PipelineProcess
+from webgym_common.actions import parse_action
 from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import (
@@ -37,8 +47,16 @@ from webgym_common.events import (
 from webgym_common.kafka_clients import make_consumer
 from webgym_common.objectstore import ObjectStore
 from webgym_common.readers import read_to_end
+from webgym_common.replies import ParsedReply
 from webgym_common.tasks import read_task_file
-from webgym_common.topics import Group, Topic, group_id, topic_name
+from webgym_common.topics import (
+    Group,
+    StateTable,
+    Topic,
+    changelog_topic_name,
+    group_id,
+    topic_name,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 TASKS, _ = read_task_file(Path("infra/sandbox/tasks/sandbox_tasks.jsonl"))
@@ -160,17 +178,25 @@ class Episodes:
                 ids.append(eid)
         return cls(producer, ids)
 
-    async def request(self, eid: str) -> None:
+    @staticmethod
+    def requested(eid: str) -> EpisodeRequested:
         task = Task(task_id=f"task-{eid}", task_name="hand-made", domain="sandbox-test",
                     website="http://sandbox.invalid/", difficulty=1)
-        await self.producer.publish(Topic.EPISODES, eid, EpisodeRequested(
+        return EpisodeRequested(
             episode_id=eid, task=task, iteration=0, split="train", max_steps=20,
-            deadline=utc_now() + timedelta(minutes=30), policy_version="teacher-forcing"))
+            deadline=utc_now() + timedelta(minutes=30), policy_version="teacher-forcing")
+
+    @staticmethod
+    def observed(eid: str, step: int, terminal: bool = False) -> StepObserved:
+        return StepObserved(
+            episode_id=eid, task_id=f"task-{eid}", step=step, url="http://sandbox.invalid/",
+            viewport=Viewport(width=800, height=600), terminal=terminal)
+
+    async def request(self, eid: str) -> None:
+        await self.producer.publish(Topic.EPISODES, eid, self.requested(eid))
 
     async def observe(self, eid: str, step: int, terminal: bool = False) -> None:
-        await self.producer.publish(Topic.OBSERVATIONS, eid, StepObserved(
-            episode_id=eid, task_id=f"task-{eid}", step=step, url="http://sandbox.invalid/",
-            viewport=Viewport(width=800, height=600), terminal=terminal))
+        await self.producer.publish(Topic.OBSERVATIONS, eid, self.observed(eid, step, terminal))
 
     async def complete(self, eid: str, steps: int) -> None:
         await self.observe(eid, steps, terminal=True)
@@ -256,6 +282,52 @@ async def test_a_policy_killed_mid_decision_answers_every_observation_exactly_on
     counts = await actions_per_step(settings, producer)
     assert counts == Counter({(eid, step): 1 for eid in eps.ids for step in range(steps)})
     assert await read_all(settings, producer, Topic.DLQ) == []
+
+
+async def test_an_action_written_down_before_a_kill_goes_out_exactly_once(
+    settings: Settings, producer: EventProducer, start_policy
+) -> None:
+    """A kill between writing a step's context down (with its action pending) and publishing
+    the action, played on the topics: the restarted processor publishes the written-down
+    action itself, unless its actions partition holds it already; the next step is decided
+    with that step in the context."""
+    eps = Episodes.make(producer, 2, settings.kafka.partitions)
+    unsent, sent = eps.ids
+    pending: dict[str, ActionChosen] = {}
+    reply = ParsedReply(thought="go", action=parse_action("Scroll [down]"), memory_json=None,
+                        reasoning=None, raw="Action: Scroll [down]")
+    for eid in eps.ids:
+        await eps.request(eid)
+        entry = live_from_request(Episodes.requested(eid))
+        chosen = action_event(entry.ctx, Episodes.observed(eid, 0), Decision(reply, None), None,
+                              "teacher-forcing")
+        written = decided(entry, entry.ctx, chosen, now_ms())
+        topic, key, value = changelog_record_of(settings, eid, entry_to_json(written))
+        await producer.producer.send_and_wait(
+            topic, value, key=key, partition=partition_of(eid, settings.kafka.partitions))
+        pending[eid] = chosen
+    await producer.publish(Topic.ACTIONS, sent, pending[sent])  # out before the kill
+    for eid in eps.ids:
+        await eps.observe(eid, 0)  # read again by the restarted processor
+    await ready(start_policy("teacher", teacher(settings)))
+    await until(lambda: policy_committed_everything(settings), 120, "the policy caught up")
+
+    actions = [a for a in await read_all(settings, producer, Topic.ACTIONS)
+               if isinstance(a, ActionChosen)]
+    assert sorted(a.event_id for a in actions) == sorted(c.event_id for c in pending.values())
+    for eid in eps.ids:  # and the episodes go on from there
+        await eps.observe(eid, 1)
+    await until(lambda: policy_committed_everything(settings), 120, "the policy caught up")
+    counts = await actions_per_step(settings, producer)
+    assert counts == Counter({(eid, step): 1 for eid in eps.ids for step in (0, 1)})
+    assert await read_all(settings, producer, Topic.DLQ) == []
+
+
+def changelog_record_of(settings: Settings, episode_id: str, value: object
+                        ) -> tuple[str, bytes, bytes | None]:
+    """The policy contexts table's changelog record for `episode_id` (faust's JSON)."""
+    return (changelog_topic_name(settings.kafka, StateTable.POLICY_CONTEXTS),
+            codecs.dumps("json", episode_id), codecs.dumps("json", value))
 
 
 async def test_observations_before_their_late_request_wait_across_a_restart(

@@ -8,15 +8,18 @@ from processors.policy.decisions import (
     ORPHAN,
     Ended,
     Live,
+    Pending,
     Verdict,
     action_event,
     context_from_request,
+    decided,
     entry_from_json,
     entry_to_json,
     expired_ended,
     live_from_request,
     next_context,
     note_effect,
+    published_already,
     request_may_come,
     should_decide,
     take_instruction,
@@ -110,6 +113,35 @@ def test_table_entries_round_trip_and_the_first_format_still_reads() -> None:
     for entry in (Live(ctx, NOW), Live(ctx), Ended(NOW, 5)):
         assert entry_from_json(entry_to_json(entry)) == entry
     assert entry_from_json(ctx.to_json()) == Live(ctx)  # a bare context, no deadline
+
+
+def test_an_entry_with_its_pending_action_round_trips() -> None:
+    chosen = action_event(context(), observation(0), decision(), "s3://b/p.json", "v1")
+    entry = decided(live(), context(), chosen, NOW)
+    assert entry_from_json(entry_to_json(entry)) == entry
+    assert entry.pending == Pending(chosen, NOW) and entry.ctx.last_decided == 0
+    assert entry.deadline_ms == live().deadline_ms
+
+
+def test_a_step_read_again_with_its_action_written_down_is_republished_not_decided() -> None:
+    """Killed between writing the context down and publishing: the step's action is known;
+    it goes out unless the actions partition holds it. Other steps are unaffected."""
+    chosen = action_event(context(), observation(1), decision(), None, "v1")
+    entry = decided(live(), context(), chosen, NOW)
+    assert triage(observation(1), entry, NOW, False)[0] is Verdict.REPUBLISH
+    assert triage(observation(0), entry, NOW, False)[0] is Verdict.SKIP  # answered before
+    assert triage(observation(2), entry, NOW, False)[0] is Verdict.DECIDE
+    assert triage(observation(1, terminal=True), entry, NOW, False)[0] is Verdict.SKIP
+    late = Live(entry.ctx, NOW - 1, entry.pending)
+    assert triage(observation(1), late, NOW, False)[0] is Verdict.SKIP  # past its deadline
+
+
+def test_an_action_is_published_already_only_if_its_event_is_in_the_log() -> None:
+    chosen = action_event(context(), observation(1), decision(), None, "v1")
+    twin = action_event(context(), observation(1), decision(), None, "v1")  # same step, new id
+    assert published_already(chosen, [observation(1), twin, chosen])
+    assert not published_already(chosen, [observation(1), twin])
+    assert not published_already(chosen, [])
 
 
 def test_a_request_becomes_a_live_entry_with_its_deadline() -> None:
