@@ -348,7 +348,8 @@ def make_app(server: EnvServer) -> web.Application:
         data = await body(request, "env_idx")
         env = server.env(integer(data["env_idx"], "env_idx"))
         await server.close(env, "env server: closed by the client")
-        return web.Response(text="closed")
+        # AgentGym's client decodes every answer as JSON: its server answers this object.
+        return web.json_response({"closed": "closed"})
 
     @web.middleware
     async def errors(request: web.Request, handler: Any) -> web.StreamResponse:

@@ -75,7 +75,7 @@ async def solve(client: AgentGymClient, task_id: str) -> dict:
         if result["terminated"]:
             break
     assert await client.observe() == observation
-    assert await client.close() == "closed"
+    assert await client.close() == {"closed": "closed"}
     return result
 
 

@@ -45,7 +45,7 @@ class AgentGymClient:
             assert response.status == 200
             return await response.json()
 
-    async def close(self) -> str:
+    async def close(self) -> dict[str, str]:
         return await self._post("/close", {"env_idx": self.env_idx})
 
 

@@ -149,7 +149,7 @@ async def test_an_episode_through_the_routes(served) -> None:
     done = await post(client, "/step", env_idx=env, action="```stop [$5]```")
     assert done["terminated"] and not done["truncated"] and done["reward"] == 1.0
     assert done["info"]["termination"] == "answer"
-    assert await post(client, "/close", env_idx=env) == "closed"
+    assert await post(client, "/close", env_idx=env) == {"closed": "closed"}
     assert await (await client.get("/list_envs")).json() == []
     assert not pipeline.producer.of(CancelEpisode)  # it had ended: nothing to cancel
 
