@@ -40,6 +40,7 @@ from webgym_common.history import attempt_level, is_judged, is_success, load_tas
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.readers import read_compacted
 from webgym_common.topics import Group, Topic, group_id
+from webgym_common.versions import is_demonstration_version
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,9 @@ def refusal(scored: EpisodeScored, catalog: Container[str]) -> str | None:
 
 def fold(history: TaskHistory | None, scored: EpisodeScored) -> TaskHistory | None:
     """The task's history with this episode counted, or None if it was counted already
-    or does not count (the judge could not score it)."""
-    if not is_judged(scored):
+    or does not count: the judge could not score it, or it was a demonstration (teacher-
+    forced: the policy's attempt level must not rise because a reference solved the task)."""
+    if not is_judged(scored) or is_demonstration_version(scored.policy_version):
         return None
     if history is None:
         history = TaskHistory(task_id=scored.task_id, updated_at=utc_now())

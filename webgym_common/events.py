@@ -479,18 +479,28 @@ class RolloutMetrics(Event):
     schema_version: int = 1
     iteration: int
     split: Split
+    # Every judged episode of the iteration and split: the policy's own and the demonstrations (the
+    # policy's own: episodes - demonstrations).
     episodes: int
-    # Over all episodes.
+    # Over the policy's own episodes (every rate here but demonstration_success_rate is the policy's
+    # alone).
     crashed_rate: float
-    # Over non-crashed episodes.
+    # Over the policy's non-crashed episodes.
     blocked_rate: float
-    # Over non-crashed, non-blocked.
+    # The policy's own episodes (no demonstrations), over the non-crashed, non-blocked ones.
     success_rate: float
     avg_steps: float
     avg_chars_per_response: float
     # GoBack actions / steps.
     goback_rate: float
     evaluator_version: str = ""
+    # Teacher-forced episodes (policy_version "demonstration") among `episodes`; no rate above
+    # counts them. 0 in records written before they were counted apart (those counted every episode
+    # as the policy's).
+    demonstrations: int = 0
+    # Over the non-crashed, non-blocked demonstrations: does the teacher's path still work? Never
+    # the policy's success.
+    demonstration_success_rate: float = 0.0
 
 
 class Viewport(AvroRecord):

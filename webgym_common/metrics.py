@@ -1,11 +1,20 @@
 """WebGym's per-iteration rollout metrics: their definitions and their files.
 
-crashed_rate is over all episodes, blocked_rate over the non-crashed ones, and
-success_rate, avg_steps, avg_chars_per_response and goback_rate over the
-episodes that neither crashed nor were blocked. goback_rate pools the iteration:
-GoBack actions / steps; avg_chars_per_response is the mean length of the
-trajectory entries' raw_response. An episode id counts once (first record wins). A
-score the judge could not give (webgym_common.history.is_judged) is no episode here.
+Every metric is the policy's alone: demonstrations (teacher-forced episodes, policy_version
+"demonstration", webgym_common.versions) follow the task's reference actions, so their success
+is the teacher's; they are counted apart, as `demonstrations` and `demonstration_success_rate`.
+`episodes` counts every judged episode, demonstrations included; the policy's own are
+`policy_episodes(m)` = episodes - demonstrations (derived, not stored, so records written
+before demonstrations were counted apart read right: they have 0 demonstrations and counted
+every episode as the policy's; the fold below republishes them with the right numbers).
+
+Over the policy's episodes: crashed_rate over all of them, blocked_rate over the non-crashed
+ones, and success_rate, avg_steps, avg_chars_per_response and goback_rate over those that
+neither crashed nor were blocked. goback_rate pools the iteration: GoBack actions / steps;
+avg_chars_per_response is the mean length of the trajectory entries' raw_response.
+demonstration_success_rate is over the demonstrations that neither crashed nor were blocked.
+An episode id counts once (first record wins). A score the judge could not give
+(webgym_common.history.is_judged) is no episode here.
 
 `MetricsFold` keeps them correct as the log grows: it folds scored episodes,
 iteration closes and the published metrics, and names every closed iteration whose
@@ -28,8 +37,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from rich.console import Console
 from rich.table import Table
 
@@ -40,10 +51,14 @@ from webgym_common.events import EpisodeScored, Event, IterationClosed, RolloutM
 from webgym_common.history import is_judged, is_success
 from webgym_common.readers import batches_to_end, read_compacted
 from webgym_common.topics import Topic
+from webgym_common.versions import is_demonstration_version
 
 METRICS = ("crashed_rate", "blocked_rate", "success_rate", "avg_steps",
            "avg_chars_per_response", "goback_rate")
-CSV_COLUMNS = ("iteration", "split", "episodes", *METRICS, "evaluator_version")
+DEMONSTRATION_COLUMNS = ("policy_episodes", "demonstrations", "demonstration_success_rate")
+# The new columns go last: a reader that picks columns by position still finds the old ones.
+CSV_COLUMNS = ("iteration", "split", "episodes", *METRICS, "evaluator_version",
+               *DEMONSTRATION_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,7 @@ class EpisodeSummary:
     response_chars: int
     gobacks: int
     evaluator_version: str
+    demonstration: bool = False  # teacher-forced: counted apart, never the policy's success
 
 
 def summarize(e: EpisodeScored) -> EpisodeSummary:
@@ -69,6 +85,7 @@ def summarize(e: EpisodeScored) -> EpisodeSummary:
         response_chars=sum(len(s.raw_response) for s in e.trajectory),
         gobacks=sum(parse_action(s.action_string).kind == "GoBack" for s in e.trajectory),
         evaluator_version=e.evaluator_version,
+        demonstration=is_demonstration_version(e.policy_version),
     )
 
 
@@ -76,13 +93,22 @@ def _ratio(num: float, den: float) -> float:
     return num / den if den else 0.0
 
 
+def _valid(eps: list[EpisodeSummary]) -> list[EpisodeSummary]:
+    return [e for e in eps if not e.crashed and not e.blocked]
+
+
 def metrics_from(iteration: int, split: str, eps: list[EpisodeSummary]) -> RolloutMetrics:
-    ok = [e for e in eps if not e.crashed]
-    valid = [e for e in ok if not e.blocked]
+    """The iteration's metrics: every rate over the policy's own episodes, the
+    demonstrations counted apart."""
+    demos = [e for e in eps if e.demonstration]
+    own = [e for e in eps if not e.demonstration]
+    ok = [e for e in own if not e.crashed]
+    valid = _valid(own)
     steps = sum(e.steps for e in valid)
+    demos_valid = _valid(demos)
     return RolloutMetrics(
         iteration=iteration, split=split, episodes=len(eps),
-        crashed_rate=_ratio(len(eps) - len(ok), len(eps)),
+        crashed_rate=_ratio(len(own) - len(ok), len(own)),
         blocked_rate=_ratio(sum(e.blocked for e in ok), len(ok)),
         success_rate=_ratio(sum(e.success for e in valid), len(valid)),
         avg_steps=_ratio(steps, len(valid)),
@@ -90,7 +116,20 @@ def metrics_from(iteration: int, split: str, eps: list[EpisodeSummary]) -> Rollo
                                       sum(e.responses for e in valid)),
         goback_rate=_ratio(sum(e.gobacks for e in valid), steps),
         evaluator_version=",".join(sorted({e.evaluator_version for e in eps})),
+        demonstrations=len(demos),
+        demonstration_success_rate=_ratio(sum(e.success for e in demos_valid), len(demos_valid)),
     )
+
+
+def policy_episodes(m: RolloutMetrics) -> int:
+    """The policy's own episodes: the ones every rate but demonstration_success_rate is over."""
+    return m.episodes - m.demonstrations
+
+
+def column(m: RolloutMetrics, name: str) -> int | float | str:
+    """A CSV, table or TensorBoard column's value (policy_episodes is derived, the rest are
+    fields)."""
+    return policy_episodes(m) if name == "policy_episodes" else getattr(m, name)
 
 
 def compute_metrics(iteration: int, split: str, scored: list[EpisodeScored]) -> RolloutMetrics:
@@ -200,20 +239,54 @@ def write_outputs(table: dict[int, RolloutMetrics], csv_path: Path) -> None:
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)
         for m in rows:
-            writer.writerow([getattr(m, c) for c in CSV_COLUMNS])
+            writer.writerow([column(m, c) for c in CSV_COLUMNS])
     os.replace(tmp, csv_path)
 
 
-def plot_metrics(rows: list[RolloutMetrics], png_path: Path) -> None:
+def iteration_axis(ax: Axes, iterations: list[int]) -> None:
+    """Integer iteration ticks, half an iteration of room each side: one point reads as
+    iteration 0, not as ticks from -0.045 to 0.045."""
+    ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    if iterations:
+        ax.set_xlim(min(iterations) - 0.5, max(iterations) + 0.5)
+
+
+def demonstration_points(rows: list[RolloutMetrics]) -> tuple[list[int], list[float]]:
+    """The demonstrations' success per iteration, only where there were demonstrations (an
+    iteration without them has no such rate, not a rate of 0)."""
+    shown = [m for m in rows if m.demonstrations]
+    return [m.iteration for m in shown], [m.demonstration_success_rate for m in shown]
+
+
+def metrics_figure(rows: list[RolloutMetrics]) -> Figure:
+    """The six metrics, one panel each; success_rate is the policy's (solid), the
+    demonstrations' rate is dotted beside it and counted nowhere."""
     fig = Figure(figsize=(12, 6.5), layout="constrained")
     FigureCanvasAgg(fig)  # the Agg renderer, explicitly: no display, no global pyplot state
     its = [m.iteration for m in rows]
     for i, (name, ax) in enumerate(zip(METRICS, fig.subplots(2, 3).flat, strict=True)):
-        ax.plot(its, [getattr(m, name) for m in rows], marker="o", color=f"C{i}")
-        ax.set_title(name)
-        ax.set_xlabel("iteration")
+        ax.plot(its, [getattr(m, name) for m in rows], marker="o", color=f"C{i}",
+                label="policy")
+        if name == "success_rate":
+            ax.set_title("success_rate (the policy's own)")
+            demo_its, demo_rates = demonstration_points(rows)
+            if demo_its:
+                ax.plot(demo_its, demo_rates, linestyle=":", marker="x", color="grey",
+                        label="demonstrations (not counted)")
+                ax.legend(fontsize="small")
+        else:
+            ax.set_title(name)
+        if name.endswith("_rate"):
+            ax.set_ylim(-0.05, 1.05)  # a share: the whole range, so a flat line reads as one
+        iteration_axis(ax, its)
         ax.grid(alpha=0.3)
-    fig.suptitle("WebGym rollout metrics")
+    fig.suptitle("WebGym rollout metrics (the policy's episodes; demonstrations apart)")
+    return fig
+
+
+def plot_metrics(rows: list[RolloutMetrics], png_path: Path) -> None:
+    fig = metrics_figure(rows)
     tmp = png_path.with_suffix(".png.tmp")
     fig.savefig(tmp, format="png", dpi=80)
     os.replace(tmp, png_path)
@@ -223,12 +296,20 @@ def print_metrics(
     metrics: RolloutMetrics | Iterable[RolloutMetrics], console: Console | None = None
 ) -> None:
     rows = [metrics] if isinstance(metrics, RolloutMetrics) else list(metrics)
-    table = Table(title="rollout metrics")
-    for col in ("iteration", "split", "episodes", *METRICS):
-        table.add_column(col, justify="right")
+    table = Table(title="rollout metrics (every rate the policy's own; demonstrations apart)")
+    # Short headers for the new columns: the table still fits a 160-column log.
+    headers = {"policy_episodes": "policy", "demonstrations": "demos",
+               "demonstration_success_rate": "demos\nsolved"}
+    cols = ("iteration", "split", "episodes", "policy_episodes", "demonstrations", *METRICS,
+            "demonstration_success_rate")
+    for col in cols:
+        table.add_column(headers.get(col, col), justify="right")
     for m in rows:
-        table.add_row(str(m.iteration), m.split, str(m.episodes),
-                      *(f"{getattr(m, c):.3f}" for c in METRICS))
+        cells = [f"{v:.3f}" if isinstance(v, float) else str(v)
+                 for v in (column(m, c) for c in cols)]
+        if not m.demonstrations:  # no demonstrations: no rate of theirs, not a rate of 0
+            cells[-1] = "-"
+        table.add_row(*cells)
     if console is None:
         console = Console()
         if not console.is_terminal:  # a worker's log: don't squeeze the headers to 80 columns

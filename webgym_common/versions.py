@@ -3,7 +3,8 @@
 Version 0 is the base model (tag "base"); the trainer's N-th run is version N (tag "vN"),
 served under the immutable name "<model>-vN" (a name is never reused: vLLM has served stale
 adapters under a reused one). Tags that name no version ("demonstration",
-"teacher-forcing") mark episodes no trained version produced.
+"teacher-forcing") mark episodes no trained version produced; "demonstration" marks a
+teacher-forced episode the controller requested, which is never the policy's success.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import re
 
 BASE_VERSION = "base"
+BASELINE_VERSION = "baseline"  # the scripted baseline's episodes: no model, no version
+DEMONSTRATION_VERSION = "demonstration"  # the policy_version of a teacher-forced episode
 _TAG = re.compile(r"v(\d+)")
 
 
@@ -29,3 +32,9 @@ def version_number(tag: str) -> int | None:
 def served_name(model_name: str, version: int) -> str:
     """The immutable name version `version` of `model_name` is served under."""
     return f"{model_name}-v{version}"
+
+
+def is_demonstration_version(tag: str) -> bool:
+    """Whether an episode's policy_version marks a demonstration (teacher-forced, not the
+    policy's own: metrics count it apart)."""
+    return tag == DEMONSTRATION_VERSION

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from webgym_common.events import EvaluationResult, RolloutMetrics
-from webgym_common.metrics import METRICS
+from webgym_common.metrics import METRICS, demonstration_points, iteration_axis
 
 
 def _png(fig: Figure) -> bytes:
@@ -29,27 +29,34 @@ def _empty(ax: object, what: str) -> None:
 
 
 def metrics_png(rows: list[RolloutMetrics]) -> bytes:
-    """WebGym's six rollout metrics per iteration, one panel each, a line per split."""
+    """WebGym's six rollout metrics per iteration, one panel each, a line per split: the
+    policy's own episodes; the demonstrations' success dotted beside success_rate."""
     fig = Figure(figsize=(12, 6.5), layout="constrained")
     FigureCanvasAgg(fig)
     by_split: dict[str, list[RolloutMetrics]] = defaultdict(list)
     for m in sorted(rows, key=lambda m: m.iteration):
         by_split[m.split].append(m)
     for name, ax in zip(METRICS, fig.subplots(2, 3).flat, strict=True):
-        for split, ms in sorted(by_split.items()):
+        lines = 0
+        for i, (split, ms) in enumerate(sorted(by_split.items())):
             ax.plot([m.iteration for m in ms], [getattr(m, name) for m in ms], marker="o",
-                    label=split)
+                    color=f"C{i}", label=split)
+            lines += 1
+            demo_its, demo_rates = demonstration_points(ms)
+            if name == "success_rate" and demo_its:
+                ax.plot(demo_its, demo_rates, linestyle=":", marker="x", color=f"C{i}",
+                        label=f"{split} demonstrations (not counted)")
+                lines += 1
         if not rows:
             _empty(ax, "metrics")
-        elif len(by_split) > 1:
+        elif lines > 1:
             ax.legend(fontsize="small")
-        ax.set_title(name)
-        ax.set_xlabel("iteration")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title("success_rate (the policy's own)" if name == "success_rate" else name)
+        iteration_axis(ax, [m.iteration for m in rows])
         if name.endswith("_rate"):
             ax.set_ylim(-0.05, 1.05)  # a share: the whole range, so a flat line reads as one
         ax.grid(alpha=0.3)
-    fig.suptitle("rollout metrics per iteration")
+    fig.suptitle("rollout metrics per iteration (the policy's episodes; demonstrations apart)")
     return _png(fig)
 
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from webgym_common.config import WandbMode
 from webgym_common.events import EvaluationResult, Event, RolloutMetrics, TrainingProgress
-from webgym_common.metrics import METRICS
+from webgym_common.metrics import DEMONSTRATION_COLUMNS, METRICS, column
 
 Scalar = tuple[str, float, int]  # tag, value, step
 FAMILIES = ("rollout", "eval", "train")  # a tag's first part; W&B steps each on its own axis
@@ -43,8 +43,13 @@ class Sinks:
 def scalars(event: Event) -> list[Scalar]:
     """The scalars one event carries (none for most events)."""
     if isinstance(event, RolloutMetrics):
-        return [(f"rollout/{event.split}/{name}", float(getattr(event, name)), event.iteration)
-                for name in (*METRICS, "episodes")]
+        # success_rate and the other rates are the policy's own; the demonstrations' success
+        # is a tag apart, and only where there were demonstrations (else there is no rate).
+        names = [*METRICS, "episodes", *DEMONSTRATION_COLUMNS]
+        if not event.demonstrations:
+            names.remove("demonstration_success_rate")
+        return [(f"rollout/{event.split}/{name}", float(column(event, name)), event.iteration)
+                for name in names]
     if isinstance(event, EvaluationResult):
         return [(f"eval/{event.model_name}/{event.suite}/{event.split}/success_rate",
                  event.success_rate, event.version)]

@@ -32,7 +32,9 @@ from webgym_common.events import (
     Task,
     utc_now,
 )
+from webgym_common.history import is_judged, is_success
 from webgym_common.tasks import in_split, max_steps_for
+from webgym_common.versions import DEMONSTRATION_VERSION, is_demonstration_version
 
 
 @dataclass
@@ -134,9 +136,6 @@ def version_needed(iteration: int, max_staleness: int) -> int:
     return max(0, iteration - max_staleness)
 
 
-DEMONSTRATION_VERSION = "demonstration"  # the policy_version of a teacher-forced episode
-
-
 def is_demonstration(eid: str, task: Task, split: str, share: float) -> bool:
     """Whether this episode runs teacher-forced as a demonstration: the first iteration's
     seeded demonstrations (`demonstration_id`), and a fixed share of training episodes whose
@@ -227,3 +226,17 @@ def closing_event(state: IterationState, now: float | None = None) -> IterationC
         cancelled=t["cancelled"] + never_reported, timed_out=t["timeout"],
         wall_time_s=(time.monotonic() if now is None else now) - state.started,
     )
+
+
+def solved_summary(state: IterationState) -> str:
+    """The policy's own successes and the demonstrations' apart, over what was requested:
+    "policy 1/4 solved, demonstrations 4/4 (not counted)". Demonstrations are teacher-forced:
+    their success is the teacher's, never the policy's (a judge failure solves nothing)."""
+    solved = {eid for eid, s in state.scored.items() if is_judged(s) and is_success(s.reward)}
+    demos = {eid for eid, r in state.requests.items()
+             if r.demonstration or is_demonstration_version(r.policy_version)}
+    own = state.requests.keys() - demos
+    text = f"policy {len(own & solved)}/{len(own)} solved"
+    if demos:
+        text += f", demonstrations {len(demos & solved)}/{len(demos)} (not counted)"
+    return text

@@ -25,7 +25,7 @@ from webgym_common.config import Settings, settings_env
 from webgym_common.events import EpisodeScored, IterationClosed, TaskHistory, TrajectoryStep
 from webgym_common.history import load_task_history
 from webgym_common.kafka_clients import make_consumer
-from webgym_common.metrics import compute_metrics, recompute_metrics, same_numbers
+from webgym_common.metrics import CSV_COLUMNS, compute_metrics, recompute_metrics, same_numbers
 from webgym_common.readers import read_compacted, read_to_end
 from webgym_common.topics import Group, Topic, group_id, topic_name
 
@@ -231,7 +231,9 @@ async def test_metrics_process_publishes_on_close_and_writes_csv_and_png(
         rows = await eventually(lambda: asyncio.to_thread(csv_rows, csv_path),
                                 lambda r: len(r) == 2, "csv row")
         assert rows[1][:3] == ["1", "train", "4"]
-        assert float(rows[1][5]) == pytest.approx(0.5)  # success_rate
+        row = dict(zip(CSV_COLUMNS, rows[1], strict=True))
+        assert float(row["success_rate"]) == pytest.approx(0.5)
+        assert (row["policy_episodes"], row["demonstrations"]) == ("4", "0")
         png = csv_path.with_suffix(".png").read_bytes()
         assert png.startswith(b"\x89PNG\r\n\x1a\n")
         # A late-scored episode of the closed iteration updates its row (still one row).
@@ -295,6 +297,7 @@ async def test_metrics_from_partial_scores_are_corrected_when_late_scores_come(
     await producer.publish(Topic.CONTROL, "2", close.model_copy(update={"iteration": 2}))
     table = await recompute_metrics(settings, producer, csv_path)  # iteration 2 closes
     assert (table[1].episodes, table[1].success_rate, table[2].episodes) == (2, 0.5, 0)
+    assert table[1].demonstrations == 0  # scored by a policy version: both are the policy's
     on_topic = await read_compacted(settings, Topic.METRICS, producer)
     assert same_numbers(on_topic["1"], table[1])
     assert csv_rows(csv_path)[1][:3] == ["1", "train", "2"]

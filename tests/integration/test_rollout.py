@@ -73,8 +73,11 @@ async def test_teacher_forcing_iteration_succeeds_and_a_wrong_policy_fails(
 
     (metrics,) = await rollout(s, "train", len(GOOD), 1, Console(width=160))
     assert metrics.episodes == len(GOOD) and metrics.success_rate == 1.0
+    assert metrics.demonstrations == 0  # no demonstration share: every episode is the policy's
     assert metrics.crashed_rate == 0.0 and metrics.avg_steps > 0
-    assert "success_rate" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "success_rate" in out and "demos" in out
+    assert f"policy {len(GOOD)}/{len(GOOD)} solved" in out
 
     # The same tasks, with a policy that answers wrong (reference answers altered).
     wrong = []

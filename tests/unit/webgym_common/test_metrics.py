@@ -1,25 +1,34 @@
 """compute_metrics on hand-built scored episodes: each rate's denominator, repeats, GoBack,
-judge failures; the CSV and PNG written from the metrics table; and the fold that keeps
-published metrics right (late scores, numbers published from partial scores)."""
+judge failures; the CSV and PNG written from the metrics table; the fold that keeps
+published metrics right (late scores, numbers published from partial scores); and the
+demonstrations, counted apart from the policy's own episodes."""
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
+import fastavro
 import pytest
+from rich.console import Console
 
 from tests.factories import sample_event
 from tests.unit.scored import scored
-from webgym_common.events import EpisodeScored, IterationClosed, utc_now
+from webgym_common.codec import SINGLE_OBJECT_MAGIC, Codec
+from webgym_common.events import EpisodeScored, IterationClosed, RolloutMetrics, utc_now
 from webgym_common.history import JUDGE_FAILED
 from webgym_common.metrics import (
     CSV_COLUMNS,
     MetricsFold,
     compute_metrics,
+    metrics_figure,
+    policy_episodes,
     print_metrics,
     same_numbers,
     write_outputs,
 )
+from webgym_common.versions import DEMONSTRATION_VERSION
 
 
 def test_each_rate_has_its_own_denominator() -> None:
@@ -157,3 +166,101 @@ def test_judge_failures_are_not_episodes_of_the_metrics() -> None:
     fold.fold([closed(3), *eps])
     (folded,) = fold.changed()
     assert same_numbers(folded, m)
+
+
+# -- demonstrations: counted apart, never the policy's success -----------------------------
+
+
+def demo(episode_id: str, **kw: object) -> EpisodeScored:
+    """A teacher-forced episode as the pipeline scores it (policy_version "demonstration")."""
+    return scored(episode_id, **kw).model_copy(  # type: ignore[arg-type]
+        update={"policy_version": DEMONSTRATION_VERSION})
+
+
+def mixed_iteration() -> list[EpisodeScored]:
+    """4 demonstrations that all succeed, 4 policy episodes of which 1 succeeds."""
+    return ([demo(f"d{i}", reward=1.0) for i in range(4)]
+            + [scored(f"p{i}", reward=1.0 if i == 0 else 0.0) for i in range(4)])
+
+
+def test_success_rate_is_the_policys_own_demonstrations_apart() -> None:
+    m = compute_metrics(3, "train", mixed_iteration())
+    assert m.success_rate == 0.25 and m.demonstration_success_rate == 1.0
+    assert (m.episodes, m.demonstrations, policy_episodes(m)) == (8, 4, 4)
+
+
+def test_every_rate_leaves_the_demonstrations_out() -> None:
+    eps = [demo("d1", crashed=True), demo("d2", blocked=True), demo("d3", reward=1.0,
+           actions=("GoBack",) * 9), demo("d4", reward=0.0),
+           scored("p1", reward=1.0, actions=("Click [1]", "GoBack", "ANSWER [a]"))]
+    m = compute_metrics(3, "train", eps)
+    assert (m.crashed_rate, m.blocked_rate, m.success_rate) == (0.0, 0.0, 1.0)
+    assert (m.avg_steps, m.goback_rate) == (3.0, pytest.approx(1 / 3))
+    assert m.demonstration_success_rate == 0.5  # over the 2 valid demonstrations
+    only_demos = compute_metrics(3, "train", [demo("d", reward=1.0)])
+    assert only_demos.success_rate == 0.0 and only_demos.demonstration_success_rate == 1.0
+    assert policy_episodes(only_demos) == 0
+
+
+def test_the_files_and_the_table_show_the_demonstrations_apart(tmp_path: Path) -> None:
+    csv_path = tmp_path / "metrics.csv"
+    write_outputs({0: compute_metrics(3, "train", mixed_iteration())}, csv_path)
+    (row,) = csv.DictReader(csv_path.open())
+    assert set(row) == set(CSV_COLUMNS)
+    assert (row["episodes"], row["policy_episodes"], row["demonstrations"]) == ("8", "4", "4")
+    assert (float(row["success_rate"]), float(row["demonstration_success_rate"])) == (0.25, 1.0)
+    console = Console(record=True, width=160)  # a worker's log
+    print_metrics(compute_metrics(3, "train", mixed_iteration()), console)
+    text = console.export_text()
+    assert "success_rate" in text and "demos" in text and "…" not in text  # nothing cut
+    values = text.splitlines()[-2].replace("│", " ").split()
+    assert values[:5] == ["3", "train", "8", "4", "4"] and values[-1] == "1.000"
+    assert values[7] == "0.250"  # success_rate: the policy's 1 of 4
+
+
+def test_an_old_record_without_the_demonstration_fields_still_decodes() -> None:
+    """Written with the archived schema (before demonstrations were counted apart): the new
+    fields take their defaults, and the policy's episodes are all of them."""
+    codec = Codec()
+    (old,) = [s for s in codec.schemas.by_fingerprint.values()
+              if s.name == "RolloutMetrics" and s.fingerprint.hex().startswith("9890e688")]
+    record = compute_metrics(3, "train", [scored("a", reward=1.0)]).to_avro()
+    record = {k: v for k, v in record.items()
+              if k not in ("demonstrations", "demonstration_success_rate")}
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, old.parsed, record)
+    m = codec.decode(SINGLE_OBJECT_MAGIC + old.fingerprint + body.getvalue())
+    assert isinstance(m, RolloutMetrics)
+    assert (m.episodes, m.success_rate, m.demonstrations, m.demonstration_success_rate) == (
+        1, 1.0, 0, 0.0)
+    assert policy_episodes(m) == 1
+
+
+def test_an_old_record_that_counted_demonstrations_is_corrected_by_the_fold() -> None:
+    fold = MetricsFold()
+    old = compute_metrics(3, "train", mixed_iteration()).model_copy(
+        update={"success_rate": 5 / 8, "demonstrations": 0, "demonstration_success_rate": 0.0})
+    fold.fold([closed(3), *mixed_iteration(), old])
+    (m,) = fold.changed()
+    assert (m.success_rate, m.demonstrations) == (0.25, 4)
+
+
+def test_the_plot_has_integer_iteration_ticks_even_with_one_point() -> None:
+    for its in ([0], [2, 3], list(range(40))):
+        mixed = compute_metrics(3, "train", mixed_iteration())
+        fig = metrics_figure([mixed.model_copy(update={"iteration": i}) for i in its])
+        fig.canvas.draw()
+        for ax in fig.axes:
+            lo, hi = ax.get_xlim()
+            ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+            assert ticks and all(float(t).is_integer() for t in ticks), (its, ticks)
+            assert lo < min(its) and max(its) < hi
+    (success,) = [ax for ax in fig.axes if ax.get_title().startswith("success_rate")]
+    styles = {line.get_label(): line.get_linestyle() for line in success.get_lines()}
+    assert styles == {"policy": "-", "demonstrations (not counted)": ":"}
+
+
+def test_no_demonstrations_no_dotted_line() -> None:
+    fig = metrics_figure([compute_metrics(0, "train", [scored("a", iteration=0)])])
+    (success,) = [ax for ax in fig.axes if ax.get_title().startswith("success_rate")]
+    assert [line.get_label() for line in success.get_lines()] == ["policy"]

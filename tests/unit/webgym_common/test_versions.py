@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from webgym_common.versions import served_name, version_number, version_tag
+from webgym_common.versions import (
+    DEMONSTRATION_VERSION,
+    is_demonstration_version,
+    served_name,
+    version_number,
+    version_tag,
+)
 
 
 @pytest.mark.parametrize(("tag", "number"), [
@@ -18,3 +24,8 @@ def test_tags_and_served_names_round_trip() -> None:
     assert [version_tag(n) for n in (0, 1, 7)] == ["base", "v1", "v7"]
     assert all(version_number(version_tag(n)) == n for n in range(20))
     assert served_name("webgym-policy", 3) == "webgym-policy-v3"
+
+
+def test_only_the_demonstration_tag_marks_a_demonstration() -> None:
+    assert is_demonstration_version(DEMONSTRATION_VERSION)
+    assert not any(map(is_demonstration_version, ("base", "v1", "teacher-forcing", "")))

@@ -179,7 +179,10 @@ def test_tensorboard_scalars() -> None:
     m = sample_event("RolloutMetrics").model_copy(update={"iteration": 2, "split": "train",
                                                            "success_rate": 0.5})
     tags = {tag: (value, step) for tag, value, step in scalars(m)}
-    assert tags["rollout/train/success_rate"] == (0.5, 2) and len(tags) == 7
+    # the six rates, episodes, policy_episodes, demonstrations and their success rate
+    assert tags["rollout/train/success_rate"] == (0.5, 2) and len(tags) == 10
+    policy = tags["rollout/train/episodes"][0] - tags["rollout/train/demonstrations"][0]
+    assert tags["rollout/train/policy_episodes"] == (policy, 2)
     p = sample_event("TrainingProgress").model_copy(update={"loss": 1.5, "step": 3,
                                                              "version": 1})
     assert scalars(p) == [("train/v1/loss", 1.5, 3)]

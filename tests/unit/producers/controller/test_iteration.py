@@ -26,6 +26,7 @@ from producers.controller.iteration import (
     overdue,
     scores_in,
     served_version,
+    solved_summary,
     started_event,
     task_id_of,
     track,
@@ -264,3 +265,18 @@ def test_a_tasks_own_step_limit_wins_over_the_band_limit() -> None:
     assert make_request(settings, "train-it0-0000-t", base, 0, "train", "base").max_steps == 30
     own = base.model_copy(update={"max_steps": 5})
     assert make_request(settings, "train-it0-0000-t", own, 0, "train", "base").max_steps == 5
+
+
+def test_the_close_line_counts_the_policys_successes_and_the_demonstrations_apart() -> None:
+    state = state_with()
+    for i in range(4):
+        own = request(f"p{i}").model_copy(update={"demonstration": False, "policy_version": "v1"})
+        demo = own.model_copy(update={"episode_id": f"d{i}", "demonstration": True,
+                                      "policy_version": "demonstration"})
+        state.requests |= {own.episode_id: own, demo.episode_id: demo}
+    for eid in ("d0", "d1", "d2", "d3", "p0"):
+        state.scored[eid] = scored(eid).model_copy(update={"reward": 1.0, "evaluation": "ok"})
+    state.scored["p1"] = scored("p1").model_copy(update={"reward": 0.0})
+    assert solved_summary(state) == "policy 1/4 solved, demonstrations 4/4 (not counted)"
+    del state.requests["d0"], state.requests["d1"], state.requests["d2"], state.requests["d3"]
+    assert solved_summary(state) == "policy 1/4 solved"  # no demonstrations: none mentioned
