@@ -1,9 +1,11 @@
 """Prompt building: an episode's state and current observation -> OpenAI chat messages.
 
 The prompt carries the task, the current URL, the last 15 steps as
-Thought / Action / Action Effect, the memory (JSON), and either the numbered
-element list (set-of-marks) or the screenshot (coordinates; also attached in
-set-of-marks mode for vision models).
+Thought / Action / Action Effect, the memory (JSON), and either the page view
+(webgym_common.pageview: elements with their numbers, state and values, and the
+page's text) or the screenshot (coordinates; also attached in set-of-marks mode
+for vision models). The system prompt is sent on every step, so it is kept short.
+`PROMPT_VERSION` names the format; training rows record it.
 """
 
 from __future__ import annotations
@@ -12,26 +14,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webgym_common.actions import Mode, offered
-from webgym_common.config import InteractionMode
+from webgym_common.config import InteractionMode, PolicySettings
 from webgym_common.events import Mark
+from webgym_common.pageview import page_view
 
+# Changes whenever what the model is shown changes (system prompt, page view, layout).
+PROMPT_VERSION = "p2"
 HISTORY_STEPS = 15
+# The page view's budget unless a caller gives one (PolicySettings.max_element_chars).
+PAGE_CHARS: int = PolicySettings.model_fields["max_element_chars"].default
+PAGE_HEADING = "Page (elements end with their [number]):"
 
-SYSTEM = """You are a web agent. You complete the user's task in a web browser, one action \
-per turn. Actions:
+SYSTEM = """You are a web agent doing the user's task in a browser, one action per turn.
+Actions:
 {actions}
-
-Reply in exactly three labelled parts:
-Thought: <what you see and what to do next>
-Action: <one action from the list>
-Memory_Updated: <a JSON object of facts worth remembering, e.g. {{"price": "$5"}}>"""
+Reply with:
+Thought: <what to do next>
+Action: <one action>
+Memory_Updated: <JSON of facts to keep, e.g. {{"price": "$5"}}>"""
 
 
 def action_list(mode: Mode) -> str:
-    """The actions offered in a mode, one per line: syntax, then what it does."""
-    rows = [(spec.syntax(mode), form.description) for spec, form in offered(mode)]
-    width = max(len(syntax) for syntax, _ in rows) + 2
-    return "\n".join(f"{syntax:<{width}}{description}" for syntax, description in rows)
+    """The actions offered in a mode, one per line: `syntax - what it does`."""
+    return "\n".join(f"{spec.syntax(mode)} - {form.description}" for spec, form in offered(mode))
 
 
 @dataclass
@@ -74,19 +79,6 @@ class EpisodeContext:
         return cls(**data)
 
 
-def element_list(marks: list[Mark], max_chars: int) -> str:
-    lines: list[str] = []
-    used = 0
-    for m in marks:
-        line = f'[{m.index}] {m.role} "{m.name}"' if m.name else f"[{m.index}] {m.role}"
-        if used + len(line) > max_chars:
-            lines.append(f"... ({len(marks) - len(lines)} more elements not shown)")
-            break
-        lines.append(line)
-        used += len(line) + 1
-    return "\n".join(lines) or "(no interactive elements)"
-
-
 def history_text(history: list[StepRecord]) -> str:
     recent = history[-HISTORY_STEPS:]
     if not recent:
@@ -102,9 +94,11 @@ def build_messages(
     url: str,
     marks: list[Mark],
     image_url: str | None = None,
-    max_element_chars: int = 4000,
+    max_element_chars: int = PAGE_CHARS,
+    tree: str = "",
 ) -> list[dict[str, Any]]:
-    """OpenAI chat messages; `image_url` (data: or presigned http URL) adds a vision part."""
+    """OpenAI chat messages; `image_url` (data: or presigned http URL) adds a vision part.
+    `tree` is the observation's aria snapshot; without it the page view has the marks only."""
     mode = InteractionMode(ctx.mode)
     text = (
         f"Task: {ctx.task_name}\n"
@@ -113,7 +107,9 @@ def build_messages(
         f"Memory: {ctx.memory_json}\n"
     )
     if mode == InteractionMode.SET_OF_MARKS:
-        text += f"\nInteractive elements:\n{element_list(marks, max_element_chars)}\n"
+        # The task is stated above: a page that prints it (MiniWoB) need not repeat it.
+        view = page_view(tree, marks, max_element_chars, omit=(ctx.task_name,))
+        text += f"\n{PAGE_HEADING}\n{view}\n"
     else:
         text += "\nThe screenshot of the current page is attached.\n"
     text += f"\nStep {len(ctx.history)} of at most {ctx.max_steps}. What is your next action?"

@@ -3,6 +3,8 @@
 Reference steps name their element by ARIA role and accessible name; the
 observation's marks give the number it has on this page. The arguments an action
 takes come from its set-of-marks form in the action spec (webgym_common.actions).
+`reference_thought` writes the demonstration's Thought: what the step does to which
+element, as the page view names it, so a model learns to find the element by name.
 """
 
 from __future__ import annotations
@@ -13,6 +15,17 @@ from typing import Any
 from webgym_common.actions import ACTIONS, ActionKind, Slot, kind_of
 from webgym_common.config import InteractionMode
 from webgym_common.events import Mark, ParsedAction, ReferenceAction
+from webgym_common.pageview import clean
+
+# The reply grammar's Thought is one line of at most 240 characters (actions.reply_regex).
+THOUGHT_CHARS = 240
+_VERBS = {
+    ActionKind.CLICK: "click", ActionKind.HOVER: "hover over", ActionKind.SCROLL: "scroll",
+}
+_NO_TARGET = {
+    ActionKind.WAIT: "wait for the page", ActionKind.GO_BACK: "go back",
+    ActionKind.TAB_AND_ENTER: "press Tab, then Enter",
+}
 
 # What a reference step that leaves an argument out means.
 _DEFAULTS = {Slot.TEXT: "", Slot.DIRECTION: "down"}
@@ -46,3 +59,37 @@ def resolve_reference_action(ref: ReferenceAction, marks: Sequence[Mark]) -> Par
                 )
             fields["element"] = matches[nth].index
     return ParsedAction(kind=kind.value, **fields)
+
+
+def ordinal(n: int) -> str:
+    """1 -> "1st", 2 -> "2nd", 11 -> "11th", 23 -> "23rd"."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _target(ref: ReferenceAction) -> str:
+    """`the checkbox "vLr"`, `the 2nd button "Odd"` (nth counts same-named elements)."""
+    nth = f"{ordinal(ref.nth + 1)} " if ref.nth else ""
+    name = clean(ref.name or "", 80).replace('"', "'")
+    return f'the {nth}{ref.role}' + (f' "{name}"' if name else "")
+
+
+def reference_thought(ref: ReferenceAction) -> str:
+    """The Thought of a teacher's step, naming what it does: `click the checkbox "vLr"`,
+    `type "alice" into the textbox "Username"`, `scroll the page down`, `answer "42"`."""
+    kind = kind_of(ref.action)
+    text = clean(ref.text or "", 80)
+    if kind is ActionKind.TYPE:
+        thought = f'type "{text}" into {_target(ref)}'
+    elif kind is ActionKind.ANSWER:
+        thought = f'answer "{text}"'
+    elif kind is ActionKind.SCROLL:
+        where = _target(ref) if ref.role else "the page"
+        thought = f"scroll {where} {ref.direction or _DEFAULTS[Slot.DIRECTION]}"
+    elif kind in _VERBS:
+        thought = f"{_VERBS[kind]} {_target(ref)}"
+    elif kind in _NO_TARGET:
+        thought = _NO_TARGET[kind]
+    else:
+        thought = f"do {clean(ref.action, 40)}"
+    return clean(thought, THOUGHT_CHARS)

@@ -41,9 +41,9 @@ from webgym_common.actions import format_action, invalid, reply_regex
 from webgym_common.config import PolicySettings, ScreenshotFormat
 from webgym_common.events import ReferenceAction, StepObserved
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
-from webgym_common.prompts import EpisodeContext, build_messages
+from webgym_common.prompts import PAGE_CHARS, EpisodeContext, build_messages
 from webgym_common.replies import ParsedReply, parse_reply
-from webgym_common.teacher import resolve_reference_action
+from webgym_common.teacher import reference_thought, resolve_reference_action
 from webgym_common.versions import served_name, version_number
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class TeacherForcingPolicy:
     version = "teacher-forcing"
 
     def __init__(self, delay_s: float = 0.0, jitter_s: float = 0.0,
-                 max_element_chars: int = 3000) -> None:
+                 max_element_chars: int = PAGE_CHARS) -> None:
         self.delay_s, self.jitter_s = delay_s, jitter_s
         self.max_element_chars = max_element_chars
 
@@ -81,8 +81,9 @@ class TeacherForcingPolicy:
             await asyncio.sleep(self.delay_s + random.uniform(0, self.jitter_s))
         refs = ctx.reference_actions
         if obs.step < len(refs):
-            action = resolve_reference_action(ReferenceAction(**refs[obs.step]), obs.marks)
-            thought = f"reference step {obs.step + 1} of {len(refs)}"
+            ref = ReferenceAction(**refs[obs.step])
+            action = resolve_reference_action(ref, obs.marks)
+            thought = reference_thought(ref)
         else:
             action = resolve_reference_action(ReferenceAction(action="ANSWER", text=""), [])
             thought = "the reference sequence has no more steps"
@@ -90,7 +91,8 @@ class TeacherForcingPolicy:
         # The prompt a model would have had for this reply: together they are a demonstration.
         # In coordinates mode the screenshot is part of it, by reference (never its bytes).
         image = obs.screenshot_uri if ctx.mode == "coordinates" else None
-        messages = build_messages(ctx, obs.url, obs.marks, image, self.max_element_chars)
+        messages = build_messages(ctx, obs.url, obs.marks, image, self.max_element_chars,
+                                  tree=obs.accessibility_tree)
         return Decision(
             ParsedReply(thought=thought, action=action, memory_json=None, reasoning=None, raw=raw),
             messages=messages,
@@ -127,7 +129,8 @@ class VllmPolicy:
 
     async def decide(self, ctx: EpisodeContext, obs: StepObserved) -> Decision:
         image = await self._image(obs) if self.cfg.vision or ctx.mode == "coordinates" else None
-        messages = build_messages(ctx, obs.url, obs.marks, image, self.cfg.max_element_chars)
+        messages = build_messages(ctx, obs.url, obs.marks, image, self.cfg.max_element_chars,
+                                  tree=obs.accessibility_tree)
         # a switch mid-request does not relabel it
         model, version, temperature, seed = self.choice(ctx)
         extra: dict[str, Any] = {} if seed is None else {"seed": seed}

@@ -32,9 +32,9 @@ def samples() -> list[ReplaySample]:
             messages=[
                 ChatMessage(role="system", content="You control a web browser. Answer with "
                                                    "one action."),
-                ChatMessage(role="user", content=f"Task: {task}\nInteractive elements:\n"
-                                                 "[1] textbox\n[2] input\n[4] button "
-                                                 "\"Submit\"\n[7] link \"Next\"\n"
+                ChatMessage(role="user", content=f"Task: {task}\nPage (elements end with "
+                                                 "their [number]):\ntextbox [1]\ninput [2]\n"
+                                                 "\"Submit\" button [4]\n\"Next\" link [7]\n"
                                                  "What is your next action?"),
             ],
             response=response, reward=1.0, iteration=0, policy_version="base", success=True)

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from webgym_common.actions import offered
-from webgym_common.config import InteractionMode
+from webgym_common.config import InteractionMode, PolicySettings, TrainerSettings
 from webgym_common.events import Mark
+from webgym_common.marks import parse_marks
 from webgym_common.prompts import (
+    HISTORY_STEPS,
+    PAGE_HEADING,
+    PROMPT_VERSION,
     EpisodeContext,
     StepRecord,
     action_list,
     build_messages,
-    element_list,
 )
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "aria"
 
 
 def ctx(mode: str = "set_of_marks", steps: int = 0) -> EpisodeContext:
@@ -34,10 +42,22 @@ def test_set_of_marks_prompt_has_task_url_history_memory_and_elements() -> None:
     assert "Task: Find the price" in text and "Current URL: http://x/shop" in text
     assert "Step 2:\nThought: thought 2\nAction: Click [2]\nAction Effect: effect 2" in text
     assert 'Memory: {"seen": "home"}' in text
-    assert '[1] searchbox "Search"' in text and "[2] link" in text
+    assert f'{PAGE_HEADING}\n"Search" searchbox [1]\nlink [2]\n' in text  # marks only
+
+
+def test_the_page_view_comes_from_the_snapshot_when_there_is_one() -> None:
+    tree = (FIXTURES / "click-checkboxes.txt").read_text()
+    c = ctx()
+    c.task_name = "Select 91YPF, i6Vdpn2, nd7Qt, XPMut and click Submit."  # the page's words
+    _, user = build_messages(c, "http://x/", parse_marks(tree, 300), tree=tree)
+    page = user["content"].split(PAGE_HEADING + "\n", 1)[1]
+    assert page.startswith('"91YPF" checkbox checked focused [1]\n'
+                           '"i6Vdpn2" checkbox unchecked [2]\n')
+    assert c.task_name not in page  # stated once, as the task
 
 
 def test_only_the_last_15_steps_are_shown() -> None:
+    assert HISTORY_STEPS == 15
     _, user = build_messages(ctx(steps=20), "http://x", MARKS)
     assert "Step 4:" not in user["content"] and "Step 5:" in user["content"]
     assert "Step 19:" in user["content"]
@@ -49,7 +69,7 @@ def test_coordinates_mode_attaches_the_screenshot_instead_of_elements() -> None:
     )
     assert "HoverAndScroll [x, y]" in system["content"]
     text, image = user["content"]
-    assert "Interactive elements" not in text["text"]
+    assert PAGE_HEADING not in text["text"]
     assert image == {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AA"}}
 
 
@@ -59,22 +79,60 @@ def test_the_system_prompt_lists_the_offered_actions_of_the_mode(mode: Interacti
     listed = action_list(mode)
     assert listed in system["content"]
     rows = listed.splitlines()
-    assert [r.split(" ")[0] for r in rows] == [spec.kind for spec, _ in offered(mode)]
-    columns = set()
+    assert [r.split(" ")[0] for r in rows] == [s.kind for s, _ in offered(mode)]
     for row, (spec, form) in zip(rows, offered(mode), strict=True):
-        assert row.startswith(spec.syntax(mode) + " ") and row.endswith(" " + form.description)
-        columns.add(len(row) - len(form.description))
-    assert len(columns) == 1  # the descriptions line up
+        assert row == f"{spec.syntax(mode)} - {form.description}"
     assert "Visit" not in listed
 
 
-def test_element_list_is_cut_to_its_budget() -> None:
+def test_the_page_view_is_cut_to_its_budget() -> None:
     many = [Mark(index=i, ref=f"e{i}", role="link", name=f"item {i}", x=0, y=0, width=1,
                  height=1) for i in range(1, 200)]
-    text = element_list(many, max_chars=300)
-    assert len(text) < 400 and "more elements not shown" in text
+    _, user = build_messages(ctx(), "http://x", many, max_element_chars=300)
+    page = user["content"].split(PAGE_HEADING + "\n", 1)[1].split("\n\nStep ", 1)[0]
+    assert len(page) <= 300 and page.endswith(" elements not shown)")
+    assert page.startswith('"item 1" link [1]\n"item 2" link [2]\n')
+
+
+def test_the_system_prompt_is_short_and_the_format_has_a_version() -> None:
+    system, _ = build_messages(ctx(), "http://x", MARKS)
+    assert len(system["content"]) < 700  # sent on every step (166 SmolLM2 tokens; 183 before p2)
+    assert PROMPT_VERSION == "p2"  # bump it whenever what the model is shown changes
 
 
 def test_context_round_trips_through_json() -> None:
     c = ctx(steps=2)
     assert EpisodeContext.from_json(c.to_json()) == c
+
+
+def smollm2_tokenizer() -> object:
+    """SmolLM2's tokenizer, when the tokenizers package and the built model are here."""
+    tokenizers = pytest.importorskip(
+        "tokenizers", reason="the tokenizers package is not in this venv (vLLM's venv has it)")
+    from infra.vllm_server import model_dir
+    from webgym_common.config import get_settings
+
+    path = model_dir(get_settings()) / "tokenizer.json"
+    if not path.exists():
+        pytest.skip(f"no SmolLM2 tokenizer at {path} (`infra prepare` builds the model)")
+    return tokenizers.Tokenizer.from_file(str(path))
+
+
+def test_the_longest_fixture_prompt_fits_the_trainers_cutoff() -> None:
+    tokenizer = smollm2_tokenizer()
+    history = [StepRecord(i, "The search box is on the page, so I type the product name into it.",
+                          "Type [3] [Cobalt Pulse 311]",
+                          "typed 'Cobalt Pulse 311' and pressed Enter") for i in range(5)]
+    reply_tokens = 60
+    longest = 0
+    for fixture in FIXTURES.glob("*.txt"):
+        tree = fixture.read_text()
+        c = ctx()
+        c.history = history
+        messages = build_messages(c, "http://127.0.0.1:18765/shop/", parse_marks(tree, 300),
+                                  max_element_chars=PolicySettings().max_element_chars,
+                                  tree=tree)
+        chatml = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+                         for m in messages) + "<|im_start|>assistant\n"
+        longest = max(longest, len(tokenizer.encode(chatml).ids))  # type: ignore[attr-defined]
+    assert longest + reply_tokens <= TrainerSettings().cutoff_len, json.dumps(longest)

@@ -7,7 +7,7 @@ import pytest
 from webgym_common.actions import ACTIONS, ActionKind, Slot, format_action, parse_action
 from webgym_common.config import InteractionMode
 from webgym_common.events import Mark, ParsedAction, ReferenceAction
-from webgym_common.teacher import resolve_reference_action
+from webgym_common.teacher import ordinal, reference_thought, resolve_reference_action
 
 
 def mark(index: int, role: str, name: str) -> Mark:
@@ -74,3 +74,34 @@ def test_every_set_of_marks_action_resolves_to_a_parseable_action(kind: ActionKi
     action = resolve(action=kind.value, role="link", name="More", text="t", direction="up")
     assert action.valid and action.kind == kind
     assert parse_action(format_action(action)) == action
+
+
+@pytest.mark.parametrize(("fields", "thought"), [
+    ({"action": "Click", "role": "checkbox", "name": "vLr"}, 'click the checkbox "vLr"'),
+    ({"action": "Type", "role": "textbox", "name": "Username", "text": "alice"},
+     'type "alice" into the textbox "Username"'),
+    ({"action": "Type", "role": "textbox", "name": "", "text": "42"},
+     'type "42" into the textbox'),
+    ({"action": "Click", "role": "button", "name": "Odd", "nth": 2},
+     'click the 3rd button "Odd"'),
+    ({"action": "Hover", "role": "link", "name": "More"}, 'hover over the link "More"'),
+    ({"action": "Scroll", "direction": "up"}, "scroll the page up"),
+    ({"action": "Scroll", "role": "listbox", "name": "Fruit"}, 'scroll the listbox "Fruit" down'),
+    ({"action": "ANSWER", "text": "42"}, 'answer "42"'),
+    ({"action": "GoBack"}, "go back"),
+    ({"action": "Wait"}, "wait for the page"),
+    ({"action": "TabAndEnter"}, "press Tab, then Enter"),
+])
+def test_the_teachers_thought_names_the_step_and_its_element(
+    fields: dict[str, object], thought: str
+) -> None:
+    assert reference_thought(ReferenceAction(**fields)) == thought
+
+
+def test_a_thought_stays_one_short_line() -> None:
+    ref = ReferenceAction(action="Type", role="textbox", name='a "b"\nc', text="x\ny " * 60)
+    thought = reference_thought(ref)
+    assert "\n" not in thought and len(thought) <= 240
+    assert thought.endswith("into the textbox \"a 'b' c\"")
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]

@@ -42,12 +42,17 @@ def test_a_refusal_becomes_an_explicit_invalid_action_carrying_the_error() -> No
     assert action.mode == "coordinates" and decision.messages is None
 
 
+TREE = """- heading "Checkout" [level=1] [ref=e1] [box=0,0,100,20]
+- button "Go" [pressed] [ref=e4] [box=1,2,3,4]"""
+
+
 def observation(step: int) -> StepObserved:
     obs = sample_event("StepObserved")
     assert isinstance(obs, StepObserved)
     mark = Mark(index=4, ref="e4", role="button", name="Go", x=1, y=2, width=3, height=4)
     return obs.model_copy(update={"step": step, "url": "http://site/a", "marks": [mark],
-                                  "screenshot_uri": "s3://shots/sha256/ab/ab.jpg"})
+                                  "screenshot_uri": "s3://shots/sha256/ab/ab.jpg",
+                                  "accessibility_tree": TREE})
 
 
 async def test_the_teacher_returns_the_prompt_a_model_would_have_had_with_its_reply() -> None:
@@ -56,8 +61,12 @@ async def test_the_teacher_returns_the_prompt_a_model_would_have_had_with_its_re
     obs = observation(0)
     decision = await TeacherForcingPolicy(max_element_chars=500).decide(ctx, obs)
     # the very messages the model is given (set of marks: no image), so they can be stored
-    assert decision.messages == build_messages(ctx, "http://site/a", obs.marks, None, 500)
-    assert decision.reply.raw == ("Thought: reference step 1 of 1\nAction: Click [4]\n"
+    assert decision.messages == build_messages(ctx, "http://site/a", obs.marks, None, 500,
+                                               tree=TREE)
+    # ... whose page view is read from the snapshot: its text and the element's state
+    assert 'Checkout\n"Go" button pressed [4]' in decision.messages[1]["content"]
+    # the thought names what the step does, to which element
+    assert decision.reply.raw == ('Thought: click the button "Go"\nAction: Click [4]\n'
                                   "Memory_Updated: {}")
 
 
