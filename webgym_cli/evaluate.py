@@ -1,8 +1,15 @@
-"""`webgym eval`: a model version on the test splits, one result per suite and split."""
+"""`webgym eval`: a model version on the test splits, one result per suite and split.
+
+The tasks: the whole split, a seeded draw (--limit), or the stratified held-out set
+(--per-group K, or --heldout for each suite's own K: producers/controller/heldout.py).
+--baseline runs the scripted baseline (processors/policy/baseline.py) instead of a model,
+on the same selection; its results carry version -1.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import typer
@@ -27,6 +34,15 @@ def eval_command(
         None, help="The model version (0: the base model; default: the one served now)."),
     limit: int | None = typer.Option(None, help="At most this many tasks per suite and split "
                                      "(a draw seeded by --seed)."),
+    per_group: int | None = typer.Option(
+        None, min=1, help="The stratified held-out set: this many tasks per MiniWoB++ "
+        "environment or sandbox template (seeded by --seed; instead of --limit)."),
+    heldout: bool = typer.Option(
+        False, help="The stratified held-out set at each suite's own size (MiniWoB++ 5 per "
+        "environment, sandbox 8 per template: 135 and 107 test tasks)."),
+    baseline: bool = typer.Option(
+        False, help="Evaluate the scripted baseline (clicks the marks in order, then answers) "
+        "instead of a model: the floor a version must beat. Its results have version -1."),
     seed: int = typer.Option(0, help="Seeds the task draw (the policy samples test episodes "
                              "at WEBGYM_POLICY__EVAL_TEMPERATURE with WEBGYM_POLICY__EVAL_SEED)."),
     max_steps: int | None = typer.Option(None, help="Caps each episode's steps."),
@@ -37,26 +53,39 @@ def eval_command(
     Evaluation episodes never feed replay and count in no iteration's metrics."""
     if Split.TRAIN in split:
         raise typer.BadParameter("evaluate on test or ood: training tasks are not held out")
-    asyncio.run(_evaluate(get_settings(), split, suite, version, limit, seed, max_steps))
+    if (limit is not None) + (per_group is not None) + heldout > 1:
+        raise typer.BadParameter("choose one of --limit, --per-group and --heldout")
+    if baseline and version is not None:
+        raise typer.BadParameter("--baseline evaluates no model version: drop --version")
+    from producers.controller.heldout import HELDOUT_PER_GROUP
+
+    groups = HELDOUT_PER_GROUP if heldout else per_group
+    asyncio.run(_evaluate(get_settings(), split, suite, version, limit, seed, max_steps,
+                          groups, baseline))
 
 
 async def _evaluate(settings: Settings, splits: list[Split], suite: Suite, version: int | None,
                     limit: int | None, seed: int, max_steps: int | None,
+                    per_group: int | Mapping[Suite, int] | None = None, baseline: bool = False,
                     ) -> list[EvaluationResult]:
-    from producers.controller.evaluate import evaluate_version
+    from producers.controller.evaluate import BASELINE_EVAL_VERSION, evaluate_version
     from producers.controller.rollout import served_now
     from webgym_common.bus import EventProducer
 
     async with EventProducer(settings, client_id="evaluation") as producer:
-        current = await served_now(settings, producer)
-        version = current if version is None else version
-        if version > current:
-            raise typer.BadParameter(f"v{version} is not served yet (serving v{current})")
-        if version and version < current:
-            await _check_listed(settings, version)
+        if baseline:  # no model: nothing to check in the model server
+            version = BASELINE_EVAL_VERSION
+        else:
+            current = await served_now(settings, producer)
+            version = current if version is None else version
+            if version > current:
+                raise typer.BadParameter(f"v{version} is not served yet (serving v{current})")
+            if version and version < current:
+                await _check_listed(settings, version)
         try:
             return await evaluate_version(settings, producer, version, suite, splits, console,
-                                          limit=limit, seed=seed, max_steps=max_steps)
+                                          limit=limit, seed=seed, per_group=per_group,
+                                          max_steps=max_steps)
         except ValueError as err:  # nothing to evaluate
             raise typer.BadParameter(str(err)) from None
 

@@ -35,6 +35,7 @@ from typing import Any, cast
 
 import faust
 
+from processors.policy.baseline import BaselinePolicy, is_baseline
 from processors.policy.decisions import (
     Ended,
     Entry,
@@ -96,6 +97,7 @@ def build_app(settings: Settings) -> faust.App:
     policy = make_policy(cfg, store, settings.trainer.model_name)
     # Demonstration episodes (EpisodeRequested.demonstration) are teacher-forced.
     teacher = TeacherForcingPolicy(max_element_chars=cfg.max_element_chars)
+    baseline = BaselinePolicy()  # episodes requested on "baseline" (webgym eval --baseline)
     served = ServedModels(settings, policy) if isinstance(policy, VllmPolicy) else None
     specs = topic_specs(k)
     sources = [Topic.EPISODES, Topic.EPISODES_COMPLETED, Topic.OBSERVATIONS]
@@ -212,8 +214,8 @@ def build_app(settings: Settings) -> faust.App:
         # decide (a dependency down: tried again while the episode can use an action)
 
         ctx = take_instruction(note_effect(entry.ctx, obs), obs)
-        chooser = teacher if ctx.demonstration else policy
-        if served is not None and not ctx.demonstration:
+        chooser = teacher if ctx.demonstration else baseline if is_baseline(ctx) else policy
+        if served is not None and chooser is policy:  # the scripted ones need no model
             await served.ready.wait()  # on the newest served version, even right after a start
             if not ctx.evaluation:  # an evaluation names its version (VllmPolicy.choice)
                 served.pin(ctx.policy_version)

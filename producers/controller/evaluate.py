@@ -1,11 +1,18 @@
 """`webgym eval`: one model version on one suite's test split, measured and published.
 
 Delivery: like an iteration, everything is in the log and publishing again is safe. The
-episodes are the split's tasks of the suite (all, or a draw seeded by `seed`), with ids
-that name the version, suite, split and seed, so a killed evaluation run again with the
-same arguments finds its requests on webgym.episodes and sends only the missing ones;
-completions and scores are re-read from their topics. The result goes to the compacted
-webgym.evaluations under `evaluation_key`: a re-run publishes the same numbers again.
+episodes are the split's tasks of the suite (all; a draw of `limit` seeded by `seed`; or
+the stratified held-out set of `per_group` tasks per environment or template, heldout.py),
+with ids that name the version, suite, split, seed and per-group count, so a killed
+evaluation run again with the same arguments finds its requests on webgym.episodes and
+sends only the missing ones; completions and scores are re-read from their topics. The
+result goes to the compacted webgym.evaluations under `evaluation_key`: a re-run publishes
+the same numbers again.
+
+The scripted baseline (processors.policy.baseline: it clicks the marks in order, then
+answers) is evaluated as version BASELINE_EVAL_VERSION (-1): its episodes are requested on
+the tag "baseline", its key and ids say "baseline", and its EvaluationResult has version -1
+(no model version is negative), so a curve tells it from the models.
 
 An evaluation is not an iteration: it publishes no IterationStarted/Closed (the trainer
 makes a version per closed iteration) and its episodes carry iteration -1, so they count
@@ -16,7 +23,6 @@ evaluation temperature and seed (processors.policy.policies.VllmPolicy.choice).
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,6 +40,7 @@ from rich.progress import (
 from rich.table import Table
 
 from producers.catalog import load_task_catalog
+from producers.controller.heldout import per_group_for, stratified_tasks
 from producers.controller.iteration import IterationState
 from producers.controller.rollout import follow
 from webgym_common.bus import EventConsumer, EventProducer
@@ -41,11 +48,14 @@ from webgym_common.config import Settings, Split, Suite
 from webgym_common.events import EpisodeRequested, EpisodeScored, EvaluationResult, Task, utc_now
 from webgym_common.history import is_judged, is_success
 from webgym_common.readers import read_compacted, read_to_end
+from webgym_common.stats import wilson_interval
 from webgym_common.tasks import in_split, in_suite, max_steps_for
 from webgym_common.topics import Topic
-from webgym_common.versions import version_tag
+from webgym_common.versions import BASELINE_VERSION, version_tag
 
 EVAL_ITERATION = -1  # an evaluation episode belongs to no training iteration
+# The scripted baseline's version in keys and EvaluationResult.version (never a model's).
+BASELINE_EVAL_VERSION = -1
 
 
 # -- decisions (pure) ------------------------------------------------------------------
@@ -57,9 +67,14 @@ def is_evaluation_task(task: Task, suite: Suite, split: Split) -> bool:
 
 
 def evaluation_tasks(catalog: Iterable[Task], suite: Suite, split: Split, limit: int | None,
-                     seed: int) -> list[Task]:
+                     seed: int, per_group: int | None = None) -> list[Task]:
     """The suite's tasks for `split` (is_evaluation_task), by id; with `limit`, a draw of that
-    many seeded by `seed` (the same every time)."""
+    many seeded by `seed` (the same every time); with `per_group`, the stratified held-out
+    set (heldout.stratified_tasks). Not both: they are two different selections."""
+    if per_group is not None:
+        if limit is not None:
+            raise ValueError("choose either a limit or a per-group count, not both")
+        return stratified_tasks(catalog, suite, split, per_group, seed)
     pool = sorted((t for t in catalog if is_evaluation_task(t, suite, split)),
                   key=lambda t: t.task_id)
     if limit is not None and len(pool) > limit:
@@ -67,14 +82,29 @@ def evaluation_tasks(catalog: Iterable[Task], suite: Suite, split: Split, limit:
     return pool
 
 
-def evaluation_key(model_name: str, version: int, suite: Suite, split: Split, seed: int) -> str:
-    return f"{model_name}:v{version}:{suite}:{split}:s{seed}"
+def selection_tag(seed: int, per_group: int | None = None) -> str:
+    """The seed part of keys and ids: "s<seed>", "s<seed>g<K>" for the held-out set of K per
+    group (a draw and a full split keep the tag they always had, so old runs resume)."""
+    return f"s{seed}" if per_group is None else f"s{seed}g{per_group}"
+
+
+def requested_tag(version: int) -> str:
+    """The policy_version an evaluation's episodes are requested on."""
+    return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else version_tag(version)
+
+
+def evaluation_key(model_name: str, version: int, suite: Suite, split: Split, seed: int,
+                   per_group: int | None = None) -> str:
+    who = BASELINE_VERSION if version == BASELINE_EVAL_VERSION else f"v{version}"
+    return f"{model_name}:{who}:{suite}:{split}:{selection_tag(seed, per_group)}"
 
 
 def evaluation_episode_id(split: Split, version: int, suite: Suite, seed: int, index: int,
-                          task_id: str) -> str:
-    # split first, as an iteration's ids: one "-"-free word, then the run, index and task
-    return f"{split}-eval{version}{suite}s{seed}-{index:04d}-{task_id}"
+                          task_id: str, per_group: int | None = None) -> str:
+    # split first, as an iteration's ids: one "-"-free word (so not "-1" for the baseline),
+    # then the run, index and task
+    who = BASELINE_VERSION if version == BASELINE_EVAL_VERSION else str(version)
+    return f"{split}-eval{who}{suite}{selection_tag(seed, per_group)}-{index:04d}-{task_id}"
 
 
 def evaluation_request(settings: Settings, eid: str, task: Task, split: Split, version: int,
@@ -85,18 +115,8 @@ def evaluation_request(settings: Settings, eid: str, task: Task, split: Split, v
         episode_id=eid, task=task, iteration=EVAL_ITERATION, split=split,
         max_steps=min(steps, max_steps) if max_steps else steps,
         deadline=utc_now() + timedelta(minutes=settings.rollout.task_timeout_minutes),
-        policy_version=version_tag(version), interaction_mode=settings.rollout.interaction_mode,
+        policy_version=requested_tag(version), interaction_mode=settings.rollout.interaction_mode,
     )
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95 % Wilson score interval of a binomial proportion (sound at 0 and n too)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def evaluation_result(settings: Settings, version: int, suite: Suite, split: Split, seed: int,
@@ -132,17 +152,17 @@ async def evaluation_requests(settings: Settings, producer: EventProducer,
 async def evaluate(settings: Settings, producer: EventProducer, version: int, suite: Suite,
                    split: Split, catalog: Iterable[Task],
                    requested: Mapping[str, EpisodeRequested], *, limit: int | None = None,
-                   seed: int = 0,
+                   seed: int = 0, per_group: int | None = None,
                    max_steps: int | None = None,
                    on_update: Callable[[IterationState], None] = lambda s: None,
                    ) -> EvaluationResult:
     """Request (or resume) the evaluation's episodes, follow them to their scores, publish."""
     started = time.monotonic()
-    tasks = evaluation_tasks(catalog, suite, split, limit, seed)
+    tasks = evaluation_tasks(catalog, suite, split, limit, seed, per_group)
     if not tasks:
         raise ValueError(f"no {split} tasks of suite {suite} in the catalog: load a task file "
                          "with splits (webgym tasks load ...)")
-    ids = {evaluation_episode_id(split, version, suite, seed, i, t.task_id): t
+    ids = {evaluation_episode_id(split, version, suite, seed, i, t.task_id, per_group): t
            for i, t in enumerate(tasks)}
     state = IterationState(EVAL_ITERATION, split)
     state.requests.update({eid: requested[eid] for eid in ids if eid in requested})
@@ -155,7 +175,8 @@ async def evaluate(settings: Settings, producer: EventProducer, version: int, su
     result = evaluation_result(settings, version, suite, split, seed, state,
                                time.monotonic() - started)
     await producer.publish(Topic.EVALUATIONS,
-                           evaluation_key(result.model_name, version, suite, split, seed), result)
+                           evaluation_key(result.model_name, version, suite, split, seed,
+                                          per_group), result)
     return result
 
 
@@ -172,9 +193,12 @@ def evaluation_runs(catalog: Iterable[Task], suite: Suite, splits: Sequence[Spli
 async def evaluate_version(settings: Settings, producer: EventProducer, version: int,
                            suite: Suite, splits: Sequence[Split], console: Console, *,
                            limit: int | None = None, seed: int = 0,
+                           per_group: int | Mapping[Suite, int] | None = None,
                            max_steps: int | None = None, skip_published: bool = False,
                            ) -> list[EvaluationResult]:
-    """Every (suite, split) run of one version with a live bar each. `skip_published`: a
+    """Every (suite, split) run of one version (BASELINE_EVAL_VERSION: the scripted
+    baseline) with a live bar each. `per_group`: the stratified held-out set, one count
+    for every suite or one per suite (heldout.HELDOUT_PER_GROUP). `skip_published`: a
     run whose result webgym.evaluations holds already is taken from there (the loop's
     periodic evaluation, resumed after a restart)."""
     catalog = list((await load_task_catalog(settings, producer)).values())
@@ -185,31 +209,38 @@ async def evaluate_version(settings: Settings, producer: EventProducer, version:
     done = await read_compacted(settings, Topic.EVALUATIONS, producer) if skip_published else {}
     requested = await evaluation_requests(settings, producer)
     results = []
+    who = version_label(version)
     for s, sp in runs:
-        key = evaluation_key(settings.trainer.model_name, version, s, sp, seed)
+        k = None if per_group is None else per_group_for(per_group, s)
+        key = evaluation_key(settings.trainer.model_name, version, s, sp, seed, k)
         if isinstance(earlier := done.get(key), EvaluationResult):
             results.append(earlier)
             continue
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console) as progress:
-            bar = progress.add_task(f"eval v{version} {s} {sp}", total=None)
+            bar = progress.add_task(f"eval {who} {s} {sp}", total=None)
 
-            def update(state: IterationState, bar: TaskID = bar, label: str = f"{s} {sp}",
-                       ) -> None:
+            def update(state: IterationState, bar: TaskID = bar,
+                       label: str = f"{who} {s} {sp}") -> None:
                 progress.update(bar, completed=len(state.completed), total=len(state.requests),
-                                description=f"eval v{version} {label}: running "
+                                description=f"eval {label}: running "
                                 f"{state.running} · scored {len(state.scored)}")
 
             results.append(await evaluate(settings, producer, version, s, sp, catalog,
-                                          requested, limit=limit, seed=seed,
+                                          requested, limit=limit, seed=seed, per_group=k,
                                           max_steps=max_steps, on_update=update))
     print_results(results, console)
     return results
 
 
+def version_label(version: int) -> str:
+    """How tables and curves name a version: "v<N>", or "baseline"."""
+    return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else f"v{version}"
+
+
 def result_rows(results: Sequence[EvaluationResult]) -> list[tuple[str, ...]]:
     """Table rows: version, suite, split, successes/episodes, rate and its interval."""
-    return [(f"v{r.version}", r.suite, r.split, f"{r.successes}/{r.episodes}",
+    return [(version_label(r.version), r.suite, r.split, f"{r.successes}/{r.episodes}",
              f"{r.success_rate:.1%}", f"[{r.ci_low:.1%}, {r.ci_high:.1%}]",
              f"{r.avg_steps:.1f}", f"{r.wall_time_s:.0f}s") for r in results]
 

@@ -1,23 +1,27 @@
-"""What an evaluation decides (evaluate.py): its tasks, ids, requests, interval and result."""
+"""What an evaluation decides (evaluate.py): its tasks, ids, keys, requests and result."""
 
 from __future__ import annotations
 
 import pytest
 
 from producers.controller.evaluate import (
+    BASELINE_EVAL_VERSION,
     EVAL_ITERATION,
     evaluation_episode_id,
+    evaluation_key,
     evaluation_request,
     evaluation_result,
     evaluation_runs,
     evaluation_tasks,
-    wilson_interval,
+    result_rows,
+    selection_tag,
 )
 from producers.controller.iteration import IterationState, task_id_of
 from tests.unit.scored import scored
 from webgym_common.config import Split, Suite, load_settings
 from webgym_common.events import PageEnvironment, Task
-from webgym_common.tasks import in_split, suite_of
+from webgym_common.tasks import group_of, in_split, suite_of
+from webgym_common.versions import version_number
 
 
 def task(task_id: str, split: str | None, benchmark: str = "webgym-sandbox-gen",
@@ -85,12 +89,44 @@ def test_a_request_is_outside_every_iteration_on_the_version_asked_for() -> None
     assert base.policy_version == "base" and base.max_steps == 30  # WebGym's easy test limit
 
 
-@pytest.mark.parametrize(("k", "n", "low", "high"), [
-    (0, 10, 0.0, 0.2775), (5, 10, 0.2366, 0.7634), (10, 10, 0.7225, 1.0), (0, 0, 0.0, 1.0)])
-def test_the_wilson_interval_matches_known_values(k: int, n: int, low: float,
-                                                  high: float) -> None:
-    got = wilson_interval(k, n)
-    assert got == pytest.approx((low, high), abs=1e-4)
+def test_the_wilson_interval_is_still_importable_from_evaluate() -> None:
+    from producers.controller import evaluate
+    from webgym_common import stats
+
+    assert evaluate.wilson_interval is stats.wilson_interval  # moved, re-exported
+
+
+def test_a_per_group_evaluation_takes_the_stratified_set_and_not_with_a_limit() -> None:
+    many = [task(f"t{i:03d}", "test", max_steps=5).model_copy(
+        update={"subdomain": f"g{i % 4}"}) for i in range(40)]
+    chosen = evaluation_tasks(many, Suite.SANDBOX, Split.TEST, None, 0, per_group=3)
+    assert len(chosen) == 12 and {group_of(t) for t in chosen} == {"g0", "g1", "g2", "g3"}
+    with pytest.raises(ValueError, match="not both"):
+        evaluation_tasks(many, Suite.SANDBOX, Split.TEST, 10, 0, per_group=3)
+
+
+def test_keys_and_ids_tell_selections_and_the_baseline_apart() -> None:
+    assert selection_tag(0) == "s0" and selection_tag(2, 5) == "s2g5"
+    # a full split or a draw keeps the key it always had: old runs still resume
+    assert evaluation_key("m", 3, Suite.SANDBOX, Split.TEST, 0) == "m:v3:sandbox:test:s0"
+    keys = {evaluation_key("m", v, Suite.SANDBOX, Split.TEST, 0, g)
+            for v in (0, BASELINE_EVAL_VERSION) for g in (None, 5, 8)}
+    assert len(keys) == 6
+    assert "m:baseline:sandbox:test:s0g8" in keys
+    ids = {evaluation_episode_id(Split.TEST, v, Suite.MINIWOB, 0, 1, "miniwob-x-1", g)
+           for v in (0, 1, BASELINE_EVAL_VERSION) for g in (None, 5)}
+    assert len(ids) == 6
+    for eid in ids:  # the run is one "-"-free word even for the baseline (not "eval-1")
+        assert eid.split("-", 3)[2] == "0001" and task_id_of(eid) == "miniwob-x-1"
+    assert evaluation_episode_id(Split.TEST, BASELINE_EVAL_VERSION, Suite.MINIWOB, 0, 1, "t",
+                                 5) == "test-evalbaselineminiwobs0g5-0001-t"
+
+
+def test_the_baseline_is_requested_on_its_tag_which_names_no_model() -> None:
+    req = evaluation_request(load_settings(), "e", task("b", "test"), Split.TEST,
+                             BASELINE_EVAL_VERSION, None)
+    assert req.policy_version == "baseline" and req.iteration == EVAL_ITERATION
+    assert version_number(req.policy_version) is None  # no model server is asked for it
 
 
 def test_the_result_counts_a_crash_and_a_missing_score_as_failures() -> None:
@@ -106,3 +142,15 @@ def test_the_result_counts_a_crash_and_a_missing_score_as_failures() -> None:
     assert (result.episodes, result.successes, result.success_rate) == (4, 1, 0.25)
     assert result.ci_low < 0.25 < result.ci_high
     assert result.episode_ids == ["e1", "e2", "e3", "e4"]
+
+
+def test_the_baseline_result_has_version_minus_one_and_is_printed_as_the_baseline() -> None:
+    state = IterationState(EVAL_ITERATION, "test")
+    settings = load_settings()
+    state.requests["e1"] = evaluation_request(settings, "e1", task("b", "test"), Split.TEST,
+                                              BASELINE_EVAL_VERSION, None)
+    state.scored["e1"] = scored("e1", split="test", reward=1.0)
+    result = evaluation_result(settings, BASELINE_EVAL_VERSION, Suite.SANDBOX, Split.TEST, 0,
+                               state, 1.0)
+    assert result.version == -1
+    assert result_rows([result])[0][:4] == ("baseline", "sandbox", "test", "1/1")

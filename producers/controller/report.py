@@ -1,0 +1,141 @@
+"""The learning curve's files: curve.csv, per_task.csv, per_group.csv and curve.png.
+
+One row per evaluation (version, suite, split) with its Wilson interval and, for a
+version other than 0, McNemar's exact p against version 0 on the tasks both ran (the
+same fixed held-out set: outcomes.compare_versions); empty where there is nothing to
+pair. The scripted baseline (version -1, written "baseline") is a row like the others and
+a dashed horizontal line per suite and split in the plot: the floor counting reaches.
+The files are rewritten whole, each through a temporary file, so a reader never sees half
+of one. `webgym curve` and the bench write them from webgym.evaluations and the scores.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import astuple, dataclass, fields
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from producers.controller.evaluate import BASELINE_EVAL_VERSION
+from producers.controller.outcomes import GroupRow, TaskOutcome, group_table, paired
+from webgym_common.events import EvaluationResult
+from webgym_common.stats import mcnemar
+from webgym_common.versions import BASELINE_VERSION
+
+PER_TASK_COLUMNS = ("version", "suite", "split", "group", "task_id", "success")
+PER_GROUP_COLUMNS = ("version", "suite", "split", "group", "successes", "n", "success_rate")
+
+
+@dataclass(frozen=True)
+class CurveRow:
+    """One point of the curve (version -1: the scripted baseline)."""
+
+    version: int
+    suite: str
+    split: str
+    episodes: int
+    successes: int
+    success_rate: float
+    ci_low: float
+    ci_high: float
+    mcnemar_p_vs_v0: float | None
+
+
+# version,suite,split,episodes,successes,success_rate,ci_low,ci_high,mcnemar_p_vs_v0
+CURVE_COLUMNS = tuple(f.name for f in fields(CurveRow))
+
+
+def version_cell(version: int) -> str:
+    """A version as the CSVs write it: the number, or "baseline"."""
+    return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else str(version)
+
+
+def curve_rows(results: Iterable[EvaluationResult], outcomes: Iterable[TaskOutcome] = (),
+               ) -> list[CurveRow]:
+    """A row per result (give one result per version, suite and split: one seed and one
+    selection), by suite, split and version; the p against v0 from `outcomes`."""
+    per_run: dict[tuple[int, str, str], list[TaskOutcome]] = {}
+    for o in outcomes:
+        per_run.setdefault((o.version, o.suite, o.split), []).append(o)
+    rows = []
+    for r in results:
+        p = None
+        v0 = per_run.get((0, r.suite, r.split), [])
+        mine = per_run.get((r.version, r.suite, r.split), [])
+        if r.version != 0 and (pairs := paired(mine, v0)):
+            p = mcnemar(pairs).p
+        rows.append(CurveRow(r.version, r.suite, r.split, r.episodes, r.successes,
+                             r.success_rate, r.ci_low, r.ci_high, p))
+    return sorted(rows, key=lambda r: (r.suite, r.split, r.version))
+
+
+def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(header)
+        out.writerows(rows)
+    os.replace(tmp, path)
+
+
+def _cells(row: CurveRow | TaskOutcome | GroupRow) -> list[object]:
+    cells: list[object] = list(astuple(row))
+    cells[0] = version_cell(row.version)
+    return ["" if c is None else int(c) if isinstance(c, bool) else c for c in cells]
+
+
+def plot_curve(rows: Sequence[CurveRow], path: Path, title: str = "") -> None:
+    """Success per model version with Wilson error bars, a line per suite and split; the
+    baseline as a dashed horizontal line in that line's colour."""
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    lines = sorted({(r.suite, r.split) for r in rows})
+    for i, (suite, split) in enumerate(lines):
+        colour = f"C{i % 10}"
+        mine = [r for r in rows if (r.suite, r.split) == (suite, split)]
+        models = sorted((r for r in mine if r.version >= 0), key=lambda r: r.version)
+        if models:
+            x = [r.version + (i - (len(lines) - 1) / 2) * 0.05 for r in models]  # apart
+            err = [[r.success_rate - r.ci_low for r in models],
+                   [r.ci_high - r.success_rate for r in models]]
+            ax.errorbar(x, [r.success_rate for r in models], yerr=err, marker="o", capsize=4,
+                        color=colour, label=f"{suite} {split} (n={models[0].episodes})")
+        for b in (r for r in mine if r.version == BASELINE_EVAL_VERSION):
+            ax.axhline(b.success_rate, color=colour, linestyle="--", linewidth=1,
+                       label=f"{suite} {split} baseline ({b.successes}/{b.episodes})")
+    versions = sorted({r.version for r in rows if r.version >= 0})
+    if versions:
+        ax.set_xticks(versions)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("model version (0: base model)")
+    ax.set_ylabel("success rate (95 % Wilson interval)")
+    ax.set_ylim(-0.02, 1.02)
+    if title:
+        ax.set_title(title)
+    if lines:
+        ax.legend(fontsize="small")
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, format="png", dpi=90)
+    os.replace(tmp, path)
+
+
+def write_curve(rows: Sequence[CurveRow], out_dir: Path,
+                per_task: Sequence[TaskOutcome] = (), title: str = "") -> list[Path]:
+    """curve.csv, per_task.csv, per_group.csv and curve.png in `out_dir` (made if need be);
+    returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    curve, tasks, groups, png = (out_dir / n for n in (
+        "curve.csv", "per_task.csv", "per_group.csv", "curve.png"))
+    _write_csv(curve, CURVE_COLUMNS, (_cells(r) for r in rows))
+    ordered = sorted(per_task, key=lambda o: (o.suite, o.split, o.version, o.task_id))
+    _write_csv(tasks, PER_TASK_COLUMNS, (_cells(o) for o in ordered))
+    _write_csv(groups, PER_GROUP_COLUMNS,
+               ([*_cells(g), g.success_rate] for g in group_table(per_task)))
+    plot_curve(rows, png, title)
+    return [curve, tasks, groups, png]
