@@ -5,8 +5,8 @@ environment or sandbox template is asked, so two draws (or two versions on diffe
 draws) measure different mixes. The held-out set instead takes `per_group` tasks of every
 group (webgym_common.tasks.group_of: the MiniWoB++ environment, the sandbox template), a
 group with fewer giving all it has. Within a group the choice is seeded by the seed and the
-group's name over the group's tasks in task-id order, so it is the same on every run and machine, and
-independent of the catalog's order and of the other groups.
+group's name over the group's tasks in task-id order, so it is the same on every run and
+machine, and independent of the catalog's order and of the other groups.
 
 `HELDOUT_PER_GROUP` sizes it per suite so a rate is worth reading: from the task files in
 infra/sandbox/tasks, MiniWoB++ test is 5 seeds x 27 environments = 135 tasks (ood 5 x 5 =
