@@ -12,6 +12,7 @@ import logging
 import typer
 
 from webgym_cli import (
+    demos,
     envserver,
     evaluate,
     infra,
@@ -37,6 +38,7 @@ app.add_typer(worker.app, name="worker")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(replay.app, name="replay")
+app.add_typer(demos.app, name="demos")
 
 
 @app.callback()

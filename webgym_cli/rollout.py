@@ -17,7 +17,15 @@ from webgym_cli.common import (
     one_line_errors,
     settings_with,
 )
-from webgym_common.config import Driver, PolicyKind, SamplingStrategy, Split, get_settings
+from webgym_common.config import (
+    Driver,
+    PolicyKind,
+    SamplingStrategy,
+    Settings,
+    Split,
+    Suite,
+    get_settings,
+)
 
 app = typer.Typer()
 
@@ -44,25 +52,31 @@ def run(
     policy: PolicyKind = typer.Option(
         PolicyKind.VLLM, help="vllm (SmolLM2 on the CPU, trained by the loop) or teacher."),
     tasks_per_iteration: int = typer.Option(8, help="Episodes per iteration."),
-    iterations: int = typer.Option(3, help="Iterations (a training run after each but the last)."),
+    iterations: int = typer.Option(2, help="Iterations (a training run after each)."),
     train: bool = typer.Option(True, help="Train after each iteration and serve the result."),
     max_staleness: int | None = typer.Option(
         None, help="0: synchronous (WebGym); k > 0: rollouts run up to k versions behind."),
-    demonstrations: float | None = typer.Option(
-        None, help="Share of episodes run teacher-forced as demonstrations (default 0.5 when "
-        "training the vLLM policy, else WEBGYM_ROLLOUT__DEMONSTRATION_SHARE)."),
+    bank: int = typer.Option(
+        27, help="Train tasks whose verified references go into the demonstration bank "
+        "before the loop (spread over MiniWoB++ environments; the first LoRA run learns "
+        "from all of it); 0: none. The full bank: webgym demos build."),
+    demonstrations: float = typer.Option(
+        0.0, help="Share of each iteration's episodes run teacher-forced (counted apart, "
+        "never in success_rate)."),
     demos: int = typer.Option(
-        0, "--demos", help="Teacher-forced episodes added to the first iteration (tasks with "
-        "reference actions): demonstrations for the first training run."),
+        0, "--demos", help="Teacher-forced episodes added to the first iteration."),
     episode_minutes: float = typer.Option(
-        5.0, help="Episodes end (timed out) after this long: a 135M model on the CPU takes "
-        "~8 s an action and rarely answers, so its episodes would run to 20-30 steps."),
+        5.0, help="Episodes end (timed out) after this long: a 135M model on the CPU "
+        "rarely answers, so its episodes would run to 20-30 steps."),
     train_steps: int = typer.Option(
-        16, help="Caps each LoRA run (batch 2; ~16 s a step on 2 cores); -1: epochs decide."),
+        16, help="Caps each LoRA run (batch 2); -1: epochs decide."),
     eval_every: int = typer.Option(
-        0, help="Evaluate every k-th served version (v0 first) on the test and ood splits "
-        "before the iteration that runs on it (webgym eval); 0: never."),
-    eval_limit: int | None = typer.Option(None, help="Tasks per suite and split evaluated."),
+        1, help="Evaluate every k-th served version (v0 first) and the last on the "
+        "held-out set, with the scripted baseline once; 0: never."),
+    eval_per_group: int = typer.Option(
+        1, help="Held-out tasks per MiniWoB++ environment (the fixed, stratified set; "
+        "webgym curve runs 5)."),
+    eval_max_steps: int = typer.Option(6, help="Caps each held-out episode's steps."),
     tasks: list[Path] = typer.Option(
         [Path(f) for f in RUN_TASKS], "--tasks", exists=True, dir_okay=False,
         help="Task files to load (default: the sandbox's hand-written and generated tasks "
@@ -74,7 +88,63 @@ def run(
     """The main job: stack up, sandbox tasks loaded, pipeline up, the RL loop, export.
 
     Each iteration: rollouts -> scores -> replay samples -> one LoRA run (LLaMA-Factory) ->
-    the new version hot-loaded into vLLM -> the next iteration on it."""
+    the new version hot-loaded into vLLM -> the next iteration on it. Before the loop, a
+    demonstration bank; around it, the held-out evaluation and its report.
+
+    Example: webgym run --iterations 2 --eval-per-group 1"""
+    train = train and policy == PolicyKind.VLLM
+    settings = settings_with(policy={"kind": policy},
+                             rollout={"train": train, "demonstration_share": demonstrations,
+                                      "task_timeout_minutes": episode_minutes,
+                                      "eval_every": eval_every,
+                                      "eval_per_group": eval_per_group,
+                                      "eval_suite": Suite.MINIWOB, "eval_splits": [Split.TEST],
+                                      "eval_max_steps": eval_max_steps,
+                                      "demonstrations": demos},
+                             trainer={"max_staleness": max_staleness, "max_steps": train_steps})
+    _main_job(settings, tasks, monitor, bank, [Suite.MINIWOB], tasks_per_iteration,
+              iterations, None)
+
+
+@app.command("curve")
+@one_line_errors
+def curve(
+    iterations: int = typer.Option(3, help="Iterations, a LoRA run after each."),
+    tasks_per_iteration: int = typer.Option(16, help="Policy episodes per iteration."),
+    bank: int = typer.Option(
+        270, help="Train tasks in the demonstration bank (spread over environments and "
+        "templates of both suites; the whole bank is ~920 tasks)."),
+    train_steps: int = typer.Option(96, help="Caps each LoRA run (batch 2)."),
+    per_group: int | None = typer.Option(
+        None, help="Held-out tasks per environment / template (default: 5 MiniWoB++, 8 "
+        "sandbox: 135 and 107 tasks)."),
+    eval_max_steps: int = typer.Option(8, help="Caps each held-out episode's steps."),
+    out: Path = typer.Option(Path("docs/learning-curve"), help="Where the CSVs and PNG go."),
+) -> None:
+    """The learning curve on the fixed held-out sets of MiniWoB++ and the sandbox.
+
+    The demonstration bank, the loop, and the baseline, v0 and every trained version on
+    both suites' test splits.
+
+    Writes curve.csv (version,suite,split,episodes,successes,success_rate,ci_low,ci_high,
+    mcnemar_p_vs_v0), per_task.csv, per_group.csv and curve.png to --out.
+
+    Example: webgym curve --iterations 3 --out docs/learning-curve"""
+    settings = settings_with(policy={"kind": PolicyKind.VLLM},
+                             rollout={"train": True, "demonstration_share": 0.0,
+                                      "task_timeout_minutes": 5.0, "eval_every": 1,
+                                      "eval_per_group": per_group, "eval_suite": Suite.ALL,
+                                      "eval_splits": [Split.TEST],
+                                      "eval_max_steps": eval_max_steps},
+                             trainer={"max_steps": train_steps})
+    _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank,
+              [Suite.MINIWOB, Suite.SANDBOX], tasks_per_iteration, iterations, out)
+
+
+def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
+              bank_suites: list[Suite], tasks_per_iteration: int, iterations: int,
+              report_dir: Path | None) -> None:
+    """Stack, topics, tasks, pipeline (and monitor), the bank, the loop, the export."""
     from consumers.archiver import export_iteration
     from infra import pipeline, stack
     from infra.procs import InfraError
@@ -82,22 +152,14 @@ def run(
     from producers.controller.run import rollout
     from webgym_common.admin import create_topics
 
-    train = train and policy == PolicyKind.VLLM
-    if demonstrations is None and train:
-        demonstrations = 0.5
-    settings = settings_with(policy={"kind": policy},
-                             rollout={"train": train, "demonstration_share": demonstrations,
-                                      "task_timeout_minutes": episode_minutes,
-                                      "eval_every": eval_every, "eval_limit": eval_limit,
-                                      "demonstrations": demos},
-                             trainer={"max_staleness": max_staleness, "max_steps": train_steps})
+    train, with_vllm = settings.rollout.train, settings.policy.kind == PolicyKind.VLLM
     if train:
         from infra import trainer_env
         with console.status("preparing LLaMA-Factory's venv (cached; first time: minutes)"):
             trainer_env.prepare(settings)
     with console.status("starting the embedded stack") as status:
         asyncio.run(stack.up(settings, on_step=status.update,
-                             with_vllm=policy == PolicyKind.VLLM))
+                             with_vllm=with_vllm))
         status.update("creating topics")
         asyncio.run(create_topics(settings))
     for path in tasks:
@@ -111,11 +173,25 @@ def run(
                 console.print(f"monitor: {url} (watch the iterations live)")
             except InfraError as err:  # the run does not need it
                 console.print(f"[yellow]monitor not started:[/yellow] {err}")
-    metrics = asyncio.run(rollout(settings, "train", tasks_per_iteration, iterations, console))
+    if bank and train:
+        asyncio.run(_build_bank(settings, bank, bank_suites))
+    metrics = asyncio.run(rollout(settings, "train", tasks_per_iteration, iterations, console,
+                                  report_dir))
     for m in metrics:
         result = asyncio.run(export_iteration(settings, m.iteration))
         console.print(f"exported {result.episodes} episodes of iteration {m.iteration} "
                       f"to {result.path}")
+
+
+async def _build_bank(settings: Settings, limit: int, suites: list[Suite]) -> None:
+    from producers.controller.demonstrations import build_bank
+    from webgym_common.bus import EventProducer
+
+    async with EventProducer(settings, client_id="demonstration-bank") as producer:
+        result = await build_bank(settings, producer, console, suites=suites, limit=limit)
+    console.print(f"demonstration bank {result.prompt_version}: {result.solved}/"
+                  f"{result.episodes} reference episodes solved, {result.steps} steps",
+                  highlight=False)
 
 
 @app.command("drive")

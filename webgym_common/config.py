@@ -314,7 +314,12 @@ class PolicySettings(BaseModel):
     thinking: bool = False  # the model reasons in <think>...</think> first
     vision: bool = False  # attach the screenshot as an image part
     image_transport: ImageTransport = ImageTransport.DATA_URL
-    max_element_chars: int = Field(3000, ge=200)
+    max_element_chars: int = Field(
+        800, ge=200,
+        description="the page view's budget in characters (webgym_common.pageview). 800 keeps "
+                    "system + user prompt with 5 history steps + a 60-token reply within the "
+                    "trainer's cutoff_len of 1024 SmolLM2 tokens on the densest pages measured",
+    )
     # An observation whose EpisodeRequested has not been read waits until the episodes partition
     # is read to the end it had at least this long after the observation (its request may be
     # published this late); only then is it dead-lettered. Never skipped by age.
@@ -430,6 +435,12 @@ class TrainerSettings(BaseModel):
     gradient_accumulation: int = Field(1, ge=1)
     cutoff_len: int = Field(1024, ge=64)
     lora_rank: int = Field(8, ge=1, le=64)
+    # The recipe (WebGym's filtered behaviour cloning after a supervised start): the first
+    # run from the base model trains on the whole demonstration bank (`webgym demos build`)
+    # beside its draw; every later run mixes bank rows into the policy's own successes so
+    # that they make up this share of its rows (0: later runs learn from the policy only).
+    warm_start: bool = True
+    demonstration_share: float = Field(0.25, ge=0, lt=1)
     use_cpu: bool = True  # False on a GPU box
     threads: int = Field(0, ge=0, description="OMP_NUM_THREADS for the run (0: all cores)")
     run_timeout_s: float = Field(3600.0, gt=0)
@@ -473,6 +484,13 @@ class RolloutSettings(BaseModel):
     # splits of each suite with such tasks, before the iteration that runs on it; 0: never.
     eval_every: int = Field(0, ge=0)
     eval_limit: int | None = Field(None, ge=1, description="tasks per suite and split")
+    # The fixed, stratified held-out set instead of a draw: this many tasks of every
+    # MiniWoB++ environment / sandbox template (producers.controller.heldout).
+    eval_per_group: int | None = Field(None, ge=1)
+    eval_suite: Suite = Suite.ALL
+    eval_splits: tuple[Split, ...] = (Split.TEST, Split.OOD)
+    # The scripted baseline (click the marks in order, then answer) on the same set, once.
+    eval_baseline: bool = True
     eval_max_steps: int | None = Field(None, ge=1, description="caps evaluation episodes")
     # The loop trains: iteration i starts once the model server serves version
     # i - trainer.max_staleness (producers.controller.iteration.version_needed).

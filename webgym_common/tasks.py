@@ -189,3 +189,27 @@ def in_split(task: Task, split: str, strict: bool = False) -> bool:
     if task.split is not None:
         return task.split == split
     return not strict and split in (Split.TRAIN, Split.TEST)
+
+
+def extra_of(task: Task) -> dict[str, Any]:
+    """The task line's fields the schema does not know (template, entities, ...)."""
+    try:
+        extra = json.loads(task.extra_json or "{}")
+    except ValueError:
+        return {}
+    return extra if isinstance(extra, dict) else {}
+
+
+def group_of(task: Task) -> str:
+    """What a task is an instance of: its MiniWoB++ environment, else its generator template,
+    else its subdomain (held-out sets are stratified by it, ood holds whole groups out)."""
+    if task.environment is not None:
+        return task.environment.name
+    return str(extra_of(task).get("template") or task.subdomain or task.domain)
+
+
+def entities_of(task: Task) -> list[str]:
+    """The entities a generated task is about ("product:Acme Volt 500"): test tasks hold
+    theirs out of training."""
+    entities = extra_of(task).get("entities")
+    return [str(e) for e in entities] if isinstance(entities, list) else []

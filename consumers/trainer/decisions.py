@@ -24,6 +24,12 @@ window (the last N iterations up to the trigger's, the newest `capacity`), fresh
 `max_staleness`, and a success unless the mode learns from failures (KTO/DPO) or the replay
 keeps failures for SFT too (`replay.success_only` off).
 
+The demonstration bank (webgym_common.demonstrations: teacher-forced episodes of the train
+split's references, iteration -2) is no iteration's and outside every window: the first run
+from the base model trains on all of it (the supervised warm start, `trainer.warm_start`),
+later runs draw from it so that it makes `trainer.demonstration_share` of their rows
+(`bank_draw`, seeded by the version like the replay draw). It never triggers a run.
+
 An empty run (a sync close with no eligible sample: the small policy often succeeds nowhere
 early on, or a test iteration) is not skipped, or the synchronous loop would wait forever for
 its version: the version is published with its parent's checkpoint and metrics
@@ -32,6 +38,7 @@ its version: the version is published with its parent's checkpoint and metrics
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -41,6 +48,7 @@ from consumers.trainer.draw import draw, fresh_enough, window
 from consumers.trainer.llamafactory import run_id
 from webgym_common.bus import Received
 from webgym_common.config import Settings, TrainerSettings, TrainTrigger
+from webgym_common.demonstrations import is_bank_sample
 from webgym_common.events import IterationClosed, ModelVersion, ReplaySample
 
 POOL_END = "pool_end_ms"  # ModelVersion.metrics: the newest sample time of the run's pool
@@ -143,16 +151,37 @@ def usable(sample: ReplaySample, settings: Settings, current_version: int) -> bo
                              settings.trainer.max_staleness))
 
 
+def bank_draw(bank: list[Seen], policy_rows: int, parent: int, cfg: TrainerSettings,
+              samples_per_run: int) -> list[Seen]:
+    """The demonstration bank's samples a run trains on beside its `policy_rows` drawn ones:
+    all of them for the warm start (the first run from the base model), else a uniform draw
+    seeded by the version so that they are `demonstration_share` of the run's rows (of
+    `samples_per_run` when the policy has no success to learn from yet)."""
+    share, warm = cfg.demonstration_share, parent == 0 and cfg.warm_start
+    if warm or not bank:
+        return bank
+    if share == 0:
+        return []
+    wanted = (math.ceil(policy_rows * share / (1 - share)) if policy_rows
+              else math.ceil(samples_per_run * share))
+    return draw(bank, wanted, 1.0, seed=parent + 1)
+
+
 def next_run(state: TrainerState, settings: Settings) -> PlannedRun | None:
     """The run to do now, or None (see the module docstring)."""
     parent = last_version(state)
-    ordered = sorted((s for s in state.samples.values() if usable(s.sample, settings, parent)),
+    usable_samples = [s for s in state.samples.values() if usable(s.sample, settings, parent)]
+    ordered = sorted((s for s in usable_samples if not is_bank_sample(s.iteration)),
                      key=lambda s: s.order)
+    bank = sorted((s for s in usable_samples if is_bank_sample(s.iteration)),
+                  key=lambda s: s.order)
     if settings.trainer.trigger is TrainTrigger.SYNC:
         iteration = pending_iteration(state)
         if iteration is None:
             return None
         closed = state.closed[iteration]
+        if closed.split != "train":  # a test iteration trains on nothing, not even the bank
+            bank = []
         pool = [] if closed.split != "train" else [s for s in ordered
                                                     if s.sample.iteration <= iteration]
         trigger = f"iteration {iteration} ({closed.split}) closed"
@@ -168,10 +197,13 @@ def next_run(state: TrainerState, settings: Settings) -> PlannedRun | None:
     r = settings.replay
     eligible = window(pool, iteration, r.window_iterations, r.capacity)
     drawn = draw(eligible, r.samples_per_run, r.recency_power, seed=parent + 1)
-    ids = tuple(s.sample.sample_id for s in drawn)
+    demos = bank_draw(bank, len(drawn), parent, settings.trainer, r.samples_per_run)
+    ids = tuple(s.sample.sample_id for s in [*drawn, *demos])
     iterations = {s.sample.iteration for s in drawn}
     if settings.trainer.trigger is TrainTrigger.SYNC:
         iterations.add(iteration)  # followed, even with nothing to train on
+    if demos:
+        trigger += f"; {len(demos)} demonstration-bank rows"
     return PlannedRun(
         version=parent + 1, parent_version=parent,
         run_id=run_id(ids, parent, settings.trainer.mode), sample_ids=ids,

@@ -86,7 +86,8 @@ def window(samples: Sequence[S], current_iteration: int, last_iterations: int,
 
     `samples` are oldest first; iterations after `current_iteration` are not in the window
     (a run is decided by what was there when its iteration closed)."""
-    oldest = current_iteration - last_iterations + 1
+    # Iterations count from 0: evaluations (-1) and the demonstration bank (-2) are none.
+    oldest = max(0, current_iteration - last_iterations + 1)
     kept = [s for s in samples if oldest <= s.iteration <= current_iteration]
     return kept[-capacity:] if capacity > 0 else []
 

@@ -9,6 +9,7 @@ left as they were when it closed.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import (
@@ -20,11 +21,12 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from producers.controller.evaluate import evaluate_version
-from producers.controller.iteration import IterationState, version_needed
+from producers.controller.evaluate import BASELINE_EVAL_VERSION, evaluate_version, version_label
+from producers.controller.iteration import IterationState, solved_summary, version_needed
 from producers.controller.rollout import next_iteration, run_iteration, wait_for_version
+from producers.controller.summary import heldout_report
 from webgym_common.bus import EventConsumer, EventProducer
-from webgym_common.config import Settings, Split, Suite
+from webgym_common.config import Settings
 from webgym_common.events import RolloutMetrics
 from webgym_common.metrics import default_csv_path, print_metrics, recompute_metrics
 from webgym_common.topics import Topic
@@ -53,35 +55,43 @@ async def wait_for_metrics(settings: Settings, producer: EventProducer,
     return None
 
 
-async def evaluate_periodically(settings: Settings, producer: EventProducer, version: int,
-                                console: Console) -> None:
-    """Every `rollout.eval_every`-th version on the test and ood splits (once: a resumed
-    loop takes the results webgym.evaluations holds)."""
+def evaluates(settings: Settings, version: int) -> bool:
+    every = settings.rollout.eval_every
+    return bool(every) and version % every == 0
+
+
+async def evaluate_once(settings: Settings, producer: EventProducer, version: int,
+                        console: Console) -> None:
+    """One version (BASELINE_EVAL_VERSION: the scripted baseline) on the loop's held-out set
+    (once: a resumed loop takes the results webgym.evaluations holds)."""
     cfg = settings.rollout
-    if not cfg.eval_every or version % cfg.eval_every:
-        return
     try:
-        await evaluate_version(settings, producer, version, Suite.ALL, [Split.TEST, Split.OOD],
-                               console, limit=cfg.eval_limit, max_steps=cfg.eval_max_steps,
+        await evaluate_version(settings, producer, version, cfg.eval_suite,
+                               list(cfg.eval_splits), console, limit=cfg.eval_limit,
+                               per_group=cfg.eval_per_group, max_steps=cfg.eval_max_steps,
                                skip_published=True)
     except ValueError as err:  # no test tasks loaded: the loop trains on regardless
-        console.print(f"[yellow]not evaluating v{version}:[/yellow] {err}")
+        console.print(f"[yellow]not evaluating {version_label(version)}:[/yellow] {err}")
 
 
 async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iterations: int,
-                  console: Console) -> list[RolloutMetrics]:
+                  console: Console, report_dir: Path | None = None) -> list[RolloutMetrics]:
+    """`iterations` iterations; with `rollout.eval_every`, the baseline, every k-th served
+    version and the last trained one evaluated on the held-out set, then the report."""
     results = []
+    on_version: dict[int, RolloutMetrics] = {}  # the iteration that ran on each version
     async with EventProducer(settings, client_id="controller") as producer:
+        if settings.rollout.eval_every and settings.rollout.eval_baseline:
+            await evaluate_once(settings, producer, BASELINE_EVAL_VERSION, console)
+        served = 0
         for _ in range(iterations):
             iteration = await next_iteration(settings, producer, split)
             if settings.rollout.train:
                 needed = version_needed(iteration, settings.trainer.max_staleness)
-                with console.status(f"it{iteration}: waiting for v{needed}") as status:
-                    served = await wait_for_version(settings, producer, needed, status.update)
-                console.print(f"iteration {iteration} runs on {settings.trainer.model_name} "
-                              f"v{served} (needs v{needed}: max staleness "
-                              f"{settings.trainer.max_staleness})")
-                await evaluate_periodically(settings, producer, served, console)
+                served = await wait_and_say(settings, producer, needed, console,
+                                            f"iteration {iteration} runs on")
+                if evaluates(settings, served):
+                    await evaluate_once(settings, producer, served, console)
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console) as progress:
                 bar = progress.add_task(f"it{iteration} {split}", total=tasks_per_iteration)
@@ -99,9 +109,35 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
             console.print(f"iteration {iteration} closed in {closed.wall_time_s:.0f}s: "
                           f"{closed.completed}/{closed.requested} completed, "
                           f"{closed.crashed} crashed, {closed.blocked} blocked, "
-                          f"{closed.cancelled} cancelled, {closed.timed_out} timed out")
+                          f"{closed.cancelled} cancelled, {closed.timed_out} timed out; "
+                          f"{solved_summary(state)}")
             print_metrics(metrics, console)
             results.append(metrics)
+            on_version.setdefault(served, metrics)
+        if results and settings.rollout.train and not settings.trainer.max_staleness:
+            # The synchronous loop's last close makes one more version: wait for it (no run
+            # left training behind the summary) and measure it like the others.
+            last = version_needed(results[-1].iteration + 1, 0)
+            served = await wait_and_say(settings, producer, last, console, "trained:")
+            if settings.rollout.eval_every:
+                await evaluate_once(settings, producer, served, console)
+        if settings.rollout.eval_every:
+            cfg = settings.rollout
+            versions = sorted({v for v in [*on_version, served] if evaluates(settings, v)}
+                              | {served})
+            await heldout_report(settings, producer, versions, on_version,
+                                 report_dir or settings.infra.data_dir / "evaluations", console,
+                                 suite=cfg.eval_suite, splits=list(cfg.eval_splits),
+                                 per_group=cfg.eval_per_group)
     console.print(f"metrics: {default_csv_path(settings)} and "
                   f"{default_csv_path(settings).with_suffix('.png')}")
     return results
+
+
+async def wait_and_say(settings: Settings, producer: EventProducer, needed: int,
+                       console: Console, what: str) -> int:
+    with console.status(f"waiting for v{needed}") as status:
+        served = await wait_for_version(settings, producer, needed, status.update)
+    console.print(f"{what} {settings.trainer.model_name} v{served} (needs v{needed}: max "
+                  f"staleness {settings.trainer.max_staleness})")
+    return served

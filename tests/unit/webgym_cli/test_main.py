@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from webgym_cli.main import app
 
-TOP = ["rollout", "run", "drive", "export", "eval", "monitor", "envserver", "pipeline", "infra",
-       "topics", "worker", "sandbox", "tasks", "replay"]
+TOP = ["rollout", "run", "curve", "drive", "export", "eval", "monitor", "envserver", "pipeline",
+       "infra", "topics", "worker", "sandbox", "tasks", "replay", "demos"]
 GROUPS = {
     "infra": ["up", "prepare", "status", "down"],
     "topics": ["create", "list"],
@@ -20,6 +20,7 @@ GROUPS = {
     "sandbox": ["up"],
     "tasks": ["load"],
     "replay": ["rescore", "refilter", "export"],
+    "demos": ["build"],
 }
 
 

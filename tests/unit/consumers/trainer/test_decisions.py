@@ -233,3 +233,56 @@ def test_trained_version_carries_the_run() -> None:
             mv.finetuning_type) == (MODEL, 1, 0, run.run_id, "lora_sft", "lora")
     assert mv.sample_ids == ["a:0", "b:0"] and mv.trained_on_iterations == [0]
     assert mv.metrics == {"train_loss": 1.5, "samples": 2.0, POOL_END: float(run.pool_end_ms)}
+
+
+# -- the demonstration bank (iteration -2: webgym_common.demonstrations) ------------------
+
+
+def bank(n: int) -> list[ReplaySample]:
+    return [sample(f"train-bankp2-{i:04d}-t{i}:0", iteration=-2, ms=i, version="demonstration")
+            for i in range(n)]
+
+
+def test_the_first_run_trains_on_the_whole_bank_beside_its_draw() -> None:
+    state = state_of(*bank(5), sample("train-it0-0000-a:0"), closed(0))
+    run = next_run(state, settings())
+    assert run is not None and run.version == 1
+    assert run.sample_ids[0] == "train-it0-0000-a:0"
+    assert sorted(run.sample_ids[1:]) == sorted(s.sample_id for s in bank(5))
+    assert run.trained_on_iterations == (0,)  # the bank is no iteration
+    assert run.pool == 1  # the bank is outside the window
+
+
+def test_without_warm_start_and_share_the_bank_is_not_trained_on() -> None:
+    state = state_of(*bank(5), sample("train-it0-0000-a:0"), closed(0))
+    run = next_run(state, settings(warm_start=False, demonstration_share=0))
+    assert run is not None and run.sample_ids == ("train-it0-0000-a:0",)
+
+
+def test_later_runs_mix_bank_rows_at_the_declared_share() -> None:
+    policy = [sample(f"train-it1-{i:04d}-a:0", iteration=1, ms=100 + i, version="v1")
+              for i in range(3)]
+    state = state_of(*bank(50), *policy, closed(0), closed(1), version(1, [0]))
+    run = next_run(state, settings(demonstration_share=0.5))
+    assert run is not None and run.version == 2
+    demos = [i for i in run.sample_ids if i.startswith("train-bank")]
+    assert len(demos) == 3 and len(run.sample_ids) == 6  # half the rows
+    again = next_run(state, settings(demonstration_share=0.5))
+    assert again is not None and again.run_id == run.run_id  # seeded: the same draw
+
+
+def test_a_run_with_no_policy_success_draws_its_share_of_samples_per_run() -> None:
+    state = state_of(*bank(50), closed(0), closed(1), version(1, [0]))
+    run = next_run(state, settings(demonstration_share=0.25, replay={"samples_per_run": 20}))
+    assert run is not None and len(run.sample_ids) == 5 and not run.empty
+
+
+def test_a_test_iteration_trains_on_nothing_not_even_the_bank() -> None:
+    state = state_of(*bank(5), closed(0, split="test"))
+    run = next_run(state, settings())
+    assert run is not None and run.empty
+
+
+def test_bank_samples_never_trigger_an_async_run() -> None:
+    state = state_of(*bank(10), version(1, [0], metrics={POOL_END: -1.0}))
+    assert next_run(state, settings(trigger="async", every_samples=2)) is None

@@ -1,0 +1,121 @@
+"""`webgym demos build`: the demonstration bank, every verified train reference run once.
+
+Delivery: like an evaluation, everything is in the log and building again is safe. The bank's
+episodes (webgym_common.demonstrations: iteration -2, teacher-forced, ids naming the prompt
+version and the task) are requested once; a build run again reads webgym.episodes, requests
+only the missing ones and follows them all to their scores. The pipeline does the rest: the
+policy processor teacher-forces them with the prompt it would send the model, the evaluator
+scores them, and the replay processor publishes their successful steps as ReplaySamples on
+webgym.replay, where the trainer finds them (consumers.trainer.decisions.bank_draw).
+
+The tasks are the train split's tasks with references (`bank_tasks`), `--limit` of them spread
+over the groups (environments, templates) so that a small bank still covers every kind of
+task. Nothing held out can enter: the choice is checked with `held_out_leaks` before any
+request goes out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from producers.catalog import load_task_catalog
+from producers.controller.iteration import IterationState
+from producers.controller.rollout import follow
+from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.config import Settings
+from webgym_common.demonstrations import (
+    BANK_ITERATION,
+    bank_episode_id,
+    bank_tasks,
+    held_out_leaks,
+)
+from webgym_common.events import EpisodeRequested, Task, utc_now
+from webgym_common.history import is_success
+from webgym_common.prompts import PROMPT_VERSION
+from webgym_common.readers import read_to_end
+from webgym_common.tasks import group_of
+from webgym_common.topics import Topic
+from webgym_common.versions import DEMONSTRATION_VERSION
+
+
+class LeakError(ValueError):
+    """A bank draw that would train on held-out tasks (never requested)."""
+
+
+@dataclass(frozen=True)
+class BankResult:
+    prompt_version: str
+    episodes: int
+    solved: int
+    steps: int  # steps of the solved episodes: the rows the replay processor can make
+
+
+def spread(tasks: Sequence[Task], limit: int | None) -> list[Task]:
+    """`limit` tasks taken round-robin over their groups (all of them without a limit), so a
+    small bank still has every environment and template; stable: the same tasks each time."""
+    if limit is None or limit >= len(tasks):
+        return list(tasks)
+    groups: dict[str, list[Task]] = {}
+    for t in sorted(tasks, key=lambda t: t.task_id):
+        groups.setdefault(group_of(t), []).append(t)
+    rounds = itertools.zip_longest(*(groups[g] for g in sorted(groups)))
+    return [t for row in rounds for t in row if t is not None][:limit]
+
+
+def bank_request(settings: Settings, eid: str, task: Task, deadline_minutes: float,
+                 ) -> EpisodeRequested:
+    return EpisodeRequested(
+        episode_id=eid, task=task, iteration=BANK_ITERATION, split="train",
+        max_steps=len(task.reference_actions) + 1,  # the references, then the answer
+        deadline=utc_now() + timedelta(minutes=deadline_minutes),
+        policy_version=DEMONSTRATION_VERSION, demonstration=True,
+        interaction_mode=settings.rollout.interaction_mode)
+
+
+async def bank_requests(settings: Settings, producer: EventProducer,
+                        ) -> dict[str, EpisodeRequested]:
+    """The bank episodes already requested (webgym.episodes read once to its end)."""
+    async with EventConsumer(settings, [Topic.EPISODES], None, producer,
+                             client_id="bank-episodes") as c:
+        return {r.event.episode_id: r.event for r in reversed(await read_to_end(c))
+                if isinstance(r.event, EpisodeRequested)
+                and r.event.iteration == BANK_ITERATION}  # reversed: the first copy wins
+
+
+async def build_bank(settings: Settings, producer: EventProducer, console: Console, *,
+                     suites: Sequence[str] | None = None, limit: int | None = None,
+                     deadline_minutes: float = 60.0) -> BankResult:
+    """Request (or resume) the bank's episodes and follow them to their scores."""
+    catalog = await load_task_catalog(settings, producer)
+    tasks = spread(bank_tasks(catalog.values(), suites), limit)
+    if not tasks:
+        raise ValueError("no train tasks with reference actions in the catalog: load a task "
+                         "file with splits and references (webgym tasks load ...)")
+    if leaks := held_out_leaks([t.task_id for t in tasks], catalog):
+        raise LeakError("the bank would train on held-out tasks: " + "; ".join(leaks[:5]))
+    ids = {bank_episode_id(PROMPT_VERSION, i, t.task_id): t for i, t in enumerate(tasks)}
+    requested = await bank_requests(settings, producer)
+    state = IterationState(BANK_ITERATION, "train")
+    for eid, task in ids.items():
+        if (req := requested.get(eid)) is None:
+            req = bank_request(settings, eid, task, deadline_minutes)
+            await producer.publish(Topic.EPISODES, eid, req)
+        state.requests[eid] = req
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as progress:
+        bar = progress.add_task(f"demonstration bank ({PROMPT_VERSION})", total=len(ids))
+
+        def update(s: IterationState) -> None:
+            progress.update(bar, completed=len(s.completed),
+                            description=f"demonstration bank ({PROMPT_VERSION}): running "
+                            f"{s.running} · scored {len(s.scored)}")
+
+        await follow(settings, producer, state, update)
+    solved = [s for s in state.scored.values() if is_success(s.reward)]
+    return BankResult(PROMPT_VERSION, len(ids), len(solved), sum(s.steps for s in solved))

@@ -1,0 +1,99 @@
+"""The run's held-out report: every evaluated version beside the baseline, a table and files.
+
+Read-only: everything comes from the log (webgym.evaluations, webgym.episodes.scored,
+webgym.models, webgym.tasks), so the report of a finished or resumed run is the same
+whenever it is made. It shows, per version: held-out success per suite and split (n, the
+95 % Wilson interval, McNemar's paired p against v0 on the same tasks), the policy's own
+success in the training iteration that ran on it (demonstrations apart, never in it) and
+how many rows the version was trained on. The files (curve.csv, per_task.csv,
+per_group.csv, curve.png) are producers.controller.report's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from producers.catalog import load_task_catalog
+from producers.controller.evaluate import evaluation_key, evaluation_runs, version_label
+from producers.controller.outcomes import TaskOutcome, task_outcomes
+from producers.controller.report import CurveRow, curve_rows, write_curve
+from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.config import Settings, Split, Suite
+from webgym_common.events import EpisodeScored, EvaluationResult, ModelVersion, RolloutMetrics
+from webgym_common.metrics import policy_episodes
+from webgym_common.readers import read_compacted, read_to_end
+from webgym_common.topics import Topic
+
+
+def heldout_cell(row: CurveRow) -> str:
+    p = "" if row.mcnemar_p_vs_v0 is None else f" p={row.mcnemar_p_vs_v0:.3f}"
+    return (f"{row.successes}/{row.episodes} {row.success_rate:.0%} "
+            f"[{row.ci_low:.0%}, {row.ci_high:.0%}]{p}")
+
+
+def train_cell(m: RolloutMetrics | None) -> str:
+    """The policy's own success in an iteration (demonstrations are counted apart)."""
+    if m is None:
+        return "-"
+    demos = f" (+{m.demonstrations} demos apart)" if m.demonstrations else ""
+    return f"{m.success_rate:.0%} of {policy_episodes(m)} (it{m.iteration}){demos}"
+
+
+def summary_table(rows: Sequence[CurveRow], trained_on: Mapping[int, int],
+                  train: Mapping[int, RolloutMetrics]) -> Table:
+    """One line a version (the baseline first), one column a held-out (suite, split)."""
+    runs = sorted({(r.suite, r.split) for r in rows})
+    table = Table(title="held-out success (n, 95 % Wilson interval, McNemar p vs v0)")
+    table.add_column("version")
+    for suite, split in runs:
+        table.add_column(f"{suite} {split}")
+    table.add_column("policy's train success")
+    table.add_column("rows trained on")
+    by_cell = {(r.version, r.suite, r.split): r for r in rows}
+    for version in sorted({r.version for r in rows}):
+        cells = [heldout_cell(c) if (c := by_cell.get((version, *run))) else "-"
+                 for run in runs]
+        table.add_row(version_label(version), *cells, train_cell(train.get(version)),
+                      str(trained_on[version]) if version in trained_on else "-")
+    return table
+
+
+async def read_all(settings: Settings, producer: EventProducer, topic: Topic) -> list:
+    async with EventConsumer(settings, [topic], None, producer, client_id="summary") as c:
+        return [r.event for r in await read_to_end(c)]
+
+
+async def heldout_report(settings: Settings, producer: EventProducer, versions: Iterable[int],
+                         train: Mapping[int, RolloutMetrics], out_dir: Path, console: Console,
+                         *, suite: Suite, splits: Sequence[Split], seed: int = 0,
+                         per_group: int | None = None) -> list[CurveRow]:
+    """Print the report of `versions` (and the baseline, when evaluated) and write its files
+    to `out_dir`; `train` maps a version to the metrics of the iteration that ran on it."""
+    catalog = await load_task_catalog(settings, producer)
+    published = await read_compacted(settings, Topic.EVALUATIONS, producer)
+    model = settings.trainer.model_name
+    results: list[EvaluationResult] = []
+    for version in [-1, *versions]:
+        for s, sp in evaluation_runs(catalog.values(), suite, splits):
+            key = evaluation_key(model, version, s, sp, seed, per_group)
+            if isinstance(found := published.get(key), EvaluationResult):
+                results.append(found)
+    if not results:
+        return []
+    wanted = {eid for r in results for eid in r.episode_ids}
+    scored = [e for e in await read_all(settings, producer, Topic.EPISODES_SCORED)
+              if isinstance(e, EpisodeScored) and e.episode_id in wanted]
+    outcomes: list[TaskOutcome] = [o for r in results
+                                   for o in task_outcomes(r, scored, catalog)]
+    rows = curve_rows(results, outcomes)
+    trained_on = {v.version: int(v.metrics.get("samples", 0))
+                  for v in await read_all(settings, producer, Topic.MODELS)
+                  if isinstance(v, ModelVersion) and v.model_name == model}
+    console.print(summary_table(rows, trained_on, train))
+    paths = write_curve(rows, out_dir, outcomes, title=f"{model}: held-out success")
+    console.print(f"held-out results: {', '.join(str(p) for p in paths)}", highlight=False)
+    return rows
