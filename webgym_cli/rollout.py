@@ -115,10 +115,10 @@ def curve(
         270, help="Train tasks in the demonstration bank (spread over environments and "
         "templates of both suites; the whole bank is ~920 tasks)."),
     train_steps: int = typer.Option(96, help="Caps each LoRA run (batch 2)."),
-    per_group: int | None = typer.Option(
-        None, help="Held-out tasks per environment / template (default: 5 MiniWoB++, 8 "
-        "sandbox: 135 and 107 tasks)."),
+    per_group: int = typer.Option(
+        5, help="Held-out tasks per environment / template (MiniWoB++ test: 135 tasks)."),
     eval_max_steps: int = typer.Option(8, help="Caps each held-out episode's steps."),
+    suite: Suite = typer.Option(Suite.ALL, help="Bank and held-out sets of one suite only."),
     out: Path = typer.Option(Path("docs/learning-curve"), help="Where the CSVs and PNG go."),
 ) -> None:
     """The learning curve on the fixed held-out sets of MiniWoB++ and the sandbox.
@@ -133,12 +133,13 @@ def curve(
     settings = settings_with(policy={"kind": PolicyKind.VLLM},
                              rollout={"train": True, "demonstration_share": 0.0,
                                       "task_timeout_minutes": 5.0, "eval_every": 1,
-                                      "eval_per_group": per_group, "eval_suite": Suite.ALL,
+                                      "eval_per_group": per_group, "eval_suite": suite,
                                       "eval_splits": [Split.TEST],
                                       "eval_max_steps": eval_max_steps},
                              trainer={"max_steps": train_steps})
-    _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank,
-              [Suite.MINIWOB, Suite.SANDBOX], tasks_per_iteration, iterations, out)
+    suites = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
+    _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank, suites,
+              tasks_per_iteration, iterations, out)
 
 
 def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,

@@ -67,6 +67,11 @@ def learning_curve_png(results: list[EvaluationResult]) -> bytes:
     ax = fig.subplots()
     curves: dict[str, list[EvaluationResult]] = defaultdict(list)
     for r in sorted(results, key=lambda r: r.version):
+        if r.version < 0:  # the scripted baseline (version -1): a level, not a version
+            ax.axhline(r.success_rate, linestyle="--", color="grey", linewidth=1)
+            ax.annotate(f"baseline {r.suite}/{r.split}", (0, r.success_rate),
+                        fontsize="x-small", color="grey", va="bottom")
+            continue
         curves[f"{r.model_name} {r.suite}/{r.split} s{r.seed}"].append(r)
     for label, rs in sorted(curves.items()):
         xs, ys = [r.version for r in rs], [r.success_rate for r in rs]

@@ -51,8 +51,10 @@ def scalars(event: Event) -> list[Scalar]:
         return [(f"rollout/{event.split}/{name}", float(column(event, name)), event.iteration)
                 for name in names]
     if isinstance(event, EvaluationResult):
-        return [(f"eval/{event.model_name}/{event.suite}/{event.split}/success_rate",
-                 event.success_rate, event.version)]
+        prefix = f"eval/{event.model_name}/{event.suite}/{event.split}"
+        if event.version < 0:  # the scripted baseline: no version, one level
+            return [(f"{prefix}/baseline_success_rate", event.success_rate, 0)]
+        return [(f"{prefix}/success_rate", event.success_rate, event.version)]
     if isinstance(event, TrainingProgress) and event.loss is not None:
         return [(f"train/v{event.version}/loss", event.loss, event.step)]
     return []

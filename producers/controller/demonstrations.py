@@ -26,8 +26,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from producers.catalog import load_task_catalog
 from producers.controller.iteration import IterationState
-from producers.controller.rollout import follow
-from webgym_common.bus import EventConsumer, EventProducer
+from producers.controller.rollout import follow, requests_outside_iterations
+from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
 from webgym_common.demonstrations import (
     BANK_ITERATION,
@@ -38,7 +38,6 @@ from webgym_common.demonstrations import (
 from webgym_common.events import EpisodeRequested, Task, utc_now
 from webgym_common.history import is_success
 from webgym_common.prompts import PROMPT_VERSION
-from webgym_common.readers import read_to_end
 from webgym_common.tasks import group_of
 from webgym_common.topics import Topic
 from webgym_common.versions import DEMONSTRATION_VERSION
@@ -78,16 +77,6 @@ def bank_request(settings: Settings, eid: str, task: Task, deadline_minutes: flo
         interaction_mode=settings.rollout.interaction_mode)
 
 
-async def bank_requests(settings: Settings, producer: EventProducer,
-                        ) -> dict[str, EpisodeRequested]:
-    """The bank episodes already requested (webgym.episodes read once to its end)."""
-    async with EventConsumer(settings, [Topic.EPISODES], None, producer,
-                             client_id="bank-episodes") as c:
-        return {r.event.episode_id: r.event for r in reversed(await read_to_end(c))
-                if isinstance(r.event, EpisodeRequested)
-                and r.event.iteration == BANK_ITERATION}  # reversed: the first copy wins
-
-
 async def build_bank(settings: Settings, producer: EventProducer, console: Console, *,
                      suites: Sequence[str] | None = None, limit: int | None = None,
                      deadline_minutes: float = 60.0) -> BankResult:
@@ -100,7 +89,7 @@ async def build_bank(settings: Settings, producer: EventProducer, console: Conso
     if leaks := held_out_leaks([t.task_id for t in tasks], catalog):
         raise LeakError("the bank would train on held-out tasks: " + "; ".join(leaks[:5]))
     ids = {bank_episode_id(PROMPT_VERSION, i, t.task_id): t for i, t in enumerate(tasks)}
-    requested = await bank_requests(settings, producer)
+    requested = await requests_outside_iterations(settings, producer, BANK_ITERATION)
     state = IterationState(BANK_ITERATION, "train")
     for eid, task in ids.items():
         if (req := requested.get(eid)) is None:

@@ -42,12 +42,12 @@ from rich.table import Table
 from producers.catalog import load_task_catalog
 from producers.controller.heldout import per_group_for, stratified_tasks
 from producers.controller.iteration import IterationState
-from producers.controller.rollout import follow
-from webgym_common.bus import EventConsumer, EventProducer
+from producers.controller.rollout import follow, requests_outside_iterations
+from webgym_common.bus import EventProducer
 from webgym_common.config import Settings, Split, Suite
 from webgym_common.events import EpisodeRequested, EpisodeScored, EvaluationResult, Task, utc_now
 from webgym_common.history import is_judged, is_success
-from webgym_common.readers import read_compacted, read_to_end
+from webgym_common.readers import read_compacted
 from webgym_common.stats import wilson_interval
 from webgym_common.tasks import in_split, in_suite, max_steps_for
 from webgym_common.topics import Topic
@@ -139,16 +139,6 @@ def evaluation_result(settings: Settings, version: int, suite: Suite, split: Spl
 # -- the run --------------------------------------------------------------------------
 
 
-async def evaluation_requests(settings: Settings, producer: EventProducer,
-                              ) -> dict[str, EpisodeRequested]:
-    """Evaluation episodes already requested (webgym.episodes read once to its end)."""
-    async with EventConsumer(settings, [Topic.EPISODES], None, producer,
-                             client_id="evaluation-episodes") as c:
-        return {r.event.episode_id: r.event for r in reversed(await read_to_end(c))
-                if isinstance(r.event, EpisodeRequested)
-                and r.event.iteration == EVAL_ITERATION}  # reversed: the first copy wins
-
-
 async def evaluate(settings: Settings, producer: EventProducer, version: int, suite: Suite,
                    split: Split, catalog: Iterable[Task],
                    requested: Mapping[str, EpisodeRequested], *, limit: int | None = None,
@@ -207,7 +197,7 @@ async def evaluate_version(settings: Settings, producer: EventProducer, version:
         raise ValueError("no test tasks in the catalog: load a task file with splits "
                          "(webgym tasks load ...)")
     done = await read_compacted(settings, Topic.EVALUATIONS, producer) if skip_published else {}
-    requested = await evaluation_requests(settings, producer)
+    requested = await requests_outside_iterations(settings, producer, EVAL_ITERATION)
     results = []
     who = version_label(version)
     for s, sp in runs:

@@ -170,6 +170,16 @@ async def follow(settings: Settings, producer: EventProducer, state: IterationSt
                     return
 
 
+async def requests_outside_iterations(settings: Settings, producer: EventProducer,
+                                      iteration: int) -> dict[str, EpisodeRequested]:
+    """The episodes of a pseudo-iteration (evaluations: -1, the demonstration bank: -2)
+    requested so far, by id (webgym.episodes read once to its end; the first copy wins)."""
+    async with EventConsumer(settings, [Topic.EPISODES], None, producer,
+                             client_id="requested-episodes") as c:
+        return {r.event.episode_id: r.event for r in reversed(await read_to_end(c))
+                if isinstance(r.event, EpisodeRequested) and r.event.iteration == iteration}
+
+
 async def cancel_one(producer: EventProducer, state: IterationState, eid: str,
                      reason: str) -> None:
     await producer.publish(Topic.CONTROL, str(state.iteration), CancelEpisode(

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from webgym_common.actions import offered
-from webgym_common.config import InteractionMode, PolicySettings, TrainerSettings
+from webgym_common.config import InteractionMode
 from webgym_common.events import Mark
 from webgym_common.marks import parse_marks
 from webgym_common.prompts import (
@@ -103,36 +102,3 @@ def test_the_system_prompt_is_short_and_the_format_has_a_version() -> None:
 def test_context_round_trips_through_json() -> None:
     c = ctx(steps=2)
     assert EpisodeContext.from_json(c.to_json()) == c
-
-
-def smollm2_tokenizer() -> object:
-    """SmolLM2's tokenizer, when the tokenizers package and the built model are here."""
-    tokenizers = pytest.importorskip(
-        "tokenizers", reason="the tokenizers package is not in this venv (vLLM's venv has it)")
-    from infra.vllm_server import model_dir
-    from webgym_common.config import get_settings
-
-    path = model_dir(get_settings()) / "tokenizer.json"
-    if not path.exists():
-        pytest.skip(f"no SmolLM2 tokenizer at {path} (`infra prepare` builds the model)")
-    return tokenizers.Tokenizer.from_file(str(path))
-
-
-def test_the_longest_fixture_prompt_fits_the_trainers_cutoff() -> None:
-    tokenizer = smollm2_tokenizer()
-    history = [StepRecord(i, "The search box is on the page, so I type the product name into it.",
-                          "Type [3] [Cobalt Pulse 311]",
-                          "typed 'Cobalt Pulse 311' and pressed Enter") for i in range(5)]
-    reply_tokens = 60
-    longest = 0
-    for fixture in FIXTURES.glob("*.txt"):
-        tree = fixture.read_text()
-        c = ctx()
-        c.history = history
-        messages = build_messages(c, "http://127.0.0.1:18765/shop/", parse_marks(tree, 300),
-                                  max_element_chars=PolicySettings().max_element_chars,
-                                  tree=tree)
-        chatml = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
-                         for m in messages) + "<|im_start|>assistant\n"
-        longest = max(longest, len(tokenizer.encode(chatml).ids))  # type: ignore[attr-defined]
-    assert longest + reply_tokens <= TrainerSettings().cutoff_len, json.dumps(longest)

@@ -26,6 +26,8 @@ def test_an_iterations_metrics_and_an_evaluation_are_scalars_on_their_own_axes()
     tags = {tag: (value, step) for tag, value, step in scalars(metrics(3, 0.5))}
     assert tags["rollout/train/success_rate"] == (0.5, 3)
     assert scalars(EVAL) == [("eval/m/sandbox/test/success_rate", 0.3, 2)]
+    baseline = EVAL.model_copy(update={"version": -1})  # the scripted baseline: a level
+    assert scalars(baseline) == [("eval/m/sandbox/test/baseline_success_rate", 0.3, 0)]
 
 
 def test_demonstrations_are_scalars_apart_from_the_policys_success() -> None:
