@@ -114,8 +114,9 @@ class Trainer:
 
     async def carry_out(self, run: PlannedRun) -> None:
         t = self.settings.trainer
-        log.info("trainer: v%d from v%d (%s): %d of %d eligible samples, run %s", run.version,
-                 run.parent_version, run.trigger, len(run.sample_ids), run.pool, run.run_id)
+        log.info("trainer: v%d from v%d (%s): %d samples, the policy's drawn of %d eligible; "
+                 "run %s", run.version, run.parent_version, run.trigger, len(run.sample_ids),
+                 run.pool, run.run_id)
         parent = self.state.versions.get(run.parent_version)
         version: ModelVersion | None = None
         if not run.empty:

@@ -155,15 +155,15 @@ def bank_draw(bank: list[Seen], policy_rows: int, parent: int, cfg: TrainerSetti
               samples_per_run: int) -> list[Seen]:
     """The demonstration bank's samples a run trains on beside its `policy_rows` drawn ones:
     all of them for the warm start (the first run from the base model), else a uniform draw
-    seeded by the version so that they are `demonstration_share` of the run's rows (of
-    `samples_per_run` when the policy has no success to learn from yet)."""
+    seeded by the version: `demonstration_share` of the run's rows, the run counted as at
+    least `samples_per_run` rows (a run of a few policy successes keeps rehearsing the
+    bank instead of repeating those few for all its steps)."""
     share, warm = cfg.demonstration_share, parent == 0 and cfg.warm_start
     if warm or not bank:
         return bank
     if share == 0:
         return []
-    wanted = (math.ceil(policy_rows * share / (1 - share)) if policy_rows
-              else math.ceil(samples_per_run * share))
+    wanted = math.ceil(max(policy_rows / (1 - share), samples_per_run) * share)
     return draw(bank, wanted, 1.0, seed=parent + 1)
 
 

@@ -123,8 +123,8 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
                 await evaluate_once(settings, producer, served, console)
         if settings.rollout.eval_every:
             cfg = settings.rollout
-            versions = sorted({v for v in [*on_version, served] if evaluates(settings, v)}
-                              | {served})
+            # every version evaluated so far, this run's or an earlier one's (resumed loops)
+            versions = [v for v in range(served + 1) if evaluates(settings, v) or v == served]
             await heldout_report(settings, producer, versions, on_version,
                                  report_dir or settings.infra.data_dir / "evaluations", console,
                                  suite=cfg.eval_suite, splits=list(cfg.eval_splits),

@@ -263,12 +263,16 @@ def test_later_runs_mix_bank_rows_at_the_declared_share() -> None:
     policy = [sample(f"train-it1-{i:04d}-a:0", iteration=1, ms=100 + i, version="v1")
               for i in range(3)]
     state = state_of(*bank(50), *policy, closed(0), closed(1), version(1, [0]))
-    run = next_run(state, settings(demonstration_share=0.5))
+    few = {"samples_per_run": 4}
+    run = next_run(state, settings(demonstration_share=0.5, replay=few))
     assert run is not None and run.version == 2
     demos = [i for i in run.sample_ids if i.startswith("train-bank")]
     assert len(demos) == 3 and len(run.sample_ids) == 6  # half the rows
-    again = next_run(state, settings(demonstration_share=0.5))
+    again = next_run(state, settings(demonstration_share=0.5, replay=few))
     assert again is not None and again.run_id == run.run_id  # seeded: the same draw
+    # a run of few successes is counted as samples_per_run rows: it keeps rehearsing the bank
+    small = next_run(state, settings(demonstration_share=0.5, replay={"samples_per_run": 40}))
+    assert small is not None and len(small.sample_ids) == 3 + 20
 
 
 def test_a_run_with_no_policy_success_draws_its_share_of_samples_per_run() -> None:
