@@ -137,7 +137,7 @@ def curve(
                                       "eval_splits": [Split.TEST],
                                       "eval_max_steps": eval_max_steps},
                              trainer={"max_steps": train_steps})
-    suites = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
+    suites: list[Suite] = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
     _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank, suites,
               tasks_per_iteration, iterations, out)
 

@@ -487,6 +487,9 @@ class RolloutSettings(BaseModel):
     # The fixed, stratified held-out set instead of a draw: this many tasks of every
     # MiniWoB++ environment / sandbox template (producers.controller.heldout).
     eval_per_group: int | None = Field(None, ge=1)
+    # Evaluation and demonstration-bank episodes in flight at once (the rest wait unrequested,
+    # so each one's task_timeout_minutes starts when it is requested, not behind the others).
+    request_window: int = Field(16, ge=1)
     eval_suite: Suite = Suite.ALL
     eval_splits: tuple[Split, ...] = (Split.TEST, Split.OOD)
     # The scripted baseline (click the marks in order, then answer) on the same set, once.

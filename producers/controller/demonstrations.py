@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from producers.catalog import load_task_catalog
-from producers.controller.iteration import IterationState
+from producers.controller.iteration import IterationState, Pending
 from producers.controller.rollout import follow, requests_outside_iterations
 from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
@@ -39,7 +39,6 @@ from webgym_common.events import EpisodeRequested, Task, utc_now
 from webgym_common.history import is_success
 from webgym_common.prompts import PROMPT_VERSION
 from webgym_common.tasks import group_of
-from webgym_common.topics import Topic
 from webgym_common.versions import DEMONSTRATION_VERSION
 
 
@@ -92,10 +91,11 @@ async def build_bank(settings: Settings, producer: EventProducer, console: Conso
     requested = await requests_outside_iterations(settings, producer, BANK_ITERATION)
     state = IterationState(BANK_ITERATION, "train")
     for eid, task in ids.items():
-        if (req := requested.get(eid)) is None:
-            req = bank_request(settings, eid, task, deadline_minutes)
-            await producer.publish(Topic.EPISODES, eid, req)
-        state.requests[eid] = req
+        if (req := requested.get(eid)) is not None:
+            state.requests[eid] = req
+        else:  # requested by `follow`, a window at a time, each deadline from then
+            state.pending[eid] = Pending(bank_request(settings, eid, task, deadline_minutes),
+                                         timedelta(minutes=deadline_minutes))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task(f"demonstration bank ({PROMPT_VERSION})", total=len(ids))

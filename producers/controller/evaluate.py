@@ -41,7 +41,7 @@ from rich.table import Table
 
 from producers.catalog import load_task_catalog
 from producers.controller.heldout import per_group_for, stratified_tasks
-from producers.controller.iteration import IterationState
+from producers.controller.iteration import IterationState, Pending
 from producers.controller.rollout import follow, requests_outside_iterations
 from webgym_common.bus import EventProducer
 from webgym_common.config import Settings, Split, Suite
@@ -159,8 +159,9 @@ async def evaluate(settings: Settings, producer: EventProducer, version: int, su
     for eid, task in ids.items():
         if eid not in state.requests:
             req = evaluation_request(settings, eid, task, split, version, max_steps)
-            await producer.publish(Topic.EPISODES, eid, req)
-            state.requests[eid] = req
+            # requested by `follow`, a window at a time, the deadline counted from then
+            state.pending[eid] = Pending(
+                req, timedelta(minutes=settings.rollout.task_timeout_minutes))
     await follow(settings, producer, state, on_update)
     result = evaluation_result(settings, version, suite, split, seed, state,
                                time.monotonic() - started)
@@ -212,7 +213,7 @@ async def evaluate_version(settings: Settings, producer: EventProducer, version:
 
             def update(state: IterationState, bar: TaskID = bar,
                        label: str = f"{who} {s} {sp}") -> None:
-                progress.update(bar, completed=len(state.completed), total=len(state.requests),
+                progress.update(bar, completed=len(state.completed), total=state.total,
                                 description=f"eval {label}: running "
                                 f"{state.running} · scored {len(state.scored)}")
 

@@ -37,11 +37,21 @@ from webgym_common.tasks import in_split, max_steps_for
 from webgym_common.versions import DEMONSTRATION_VERSION, is_demonstration_version
 
 
+@dataclass(frozen=True)
+class Pending:
+    """An episode to request once fewer than the window are in flight; its deadline is set
+    then (`budget` from its request), so waiting behind the others costs it nothing."""
+
+    request: EpisodeRequested
+    budget: timedelta
+
+
 @dataclass
 class IterationState:
     iteration: int
     split: str
     requests: dict[str, EpisodeRequested] = field(default_factory=dict)
+    pending: dict[str, Pending] = field(default_factory=dict)  # not requested yet, in order
     completed: dict[str, EpisodeCompleted] = field(default_factory=dict)
     scored: dict[str, EpisodeScored] = field(default_factory=dict)
     cancelled: dict[str, float] = field(default_factory=dict)  # episode -> when we asked
@@ -55,6 +65,15 @@ class IterationState:
     @property
     def running(self) -> int:
         return len(self.requests) - len(self.completed)
+
+    @property
+    def total(self) -> int:
+        return len(self.requests) + len(self.pending)
+
+
+def releasable(state: IterationState, window: int) -> list[str]:
+    """The pending episodes to request now: as many as keep `window` in flight, in order."""
+    return list(state.pending)[:max(0, window - state.running)]
 
 
 def episode_id(split: str, iteration: int, index: int, task_id: str) -> str:
@@ -195,7 +214,7 @@ def overdue(state: IterationState, now: datetime, slack_s: float) -> list[str]:
 
 
 def grace_begins(state: IterationState, threshold: float) -> bool:
-    done = len(state.completed) / max(1, len(state.requests))
+    done = len(state.completed) / max(1, state.total)
     return state.grace_started is None and done >= threshold
 
 
@@ -207,7 +226,7 @@ def all_accounted(state: IterationState, now: float, cancel_wait_s: float) -> bo
     """Every episode completed, or was cancelled more than `cancel_wait_s` ago."""
     given_up = [e for e, t in state.cancelled.items()
                 if e not in state.completed and now - t > cancel_wait_s]
-    return len(state.completed) + len(given_up) >= len(state.requests)
+    return not state.pending and len(state.completed) + len(given_up) >= len(state.requests)
 
 
 def scores_in(state: IterationState, now: float, accounted_at: float,

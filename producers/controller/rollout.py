@@ -31,6 +31,7 @@ from producers.controller.iteration import (
     make_request,
     missing_requests,
     overdue,
+    releasable,
     scores_in,
     served_version,
     started_event,
@@ -143,14 +144,27 @@ async def start_or_resume(settings: Settings, producer: EventProducer, iteration
     return state
 
 
+async def release(producer: EventProducer, state: IterationState, window: int) -> None:
+    """Request pending episodes while fewer than `window` are in flight, each with its
+    deadline from now (evaluations and the bank: hundreds of episodes, a few contexts)."""
+    for eid in releasable(state, window):
+        pending = state.pending.pop(eid)
+        req = pending.request.model_copy(update={"deadline": utc_now() + pending.budget})
+        await producer.publish(Topic.EPISODES, eid, req)
+        state.requests[eid] = req
+
+
 async def follow(settings: Settings, producer: EventProducer, state: IterationState,
                  on_update: Callable[[IterationState], None]) -> None:
-    """Track completions and scores; cancel timeouts and stragglers; return when closable."""
+    """Track completions and scores; request pending episodes as others finish (at most
+    `rollout.request_window` in flight); cancel timeouts and stragglers; return when
+    closable."""
     cfg = settings.rollout
     topics = [Topic.EPISODES_COMPLETED, Topic.EPISODES_SCORED]
     accounted_at: float | None = None
     async with EventConsumer(settings, topics, None, producer, client_id="controller") as c:
         while True:
+            await release(producer, state, cfg.request_window)
             # consume
             for r in await c.poll(int(TICK_S * 1000)):
                 track(state, r.event)

@@ -9,6 +9,7 @@ import pytest
 
 from producers.controller.iteration import (
     IterationState,
+    Pending,
     active_blocks,
     all_accounted,
     closing_event,
@@ -24,6 +25,7 @@ from producers.controller.iteration import (
     make_request,
     missing_requests,
     overdue,
+    releasable,
     scores_in,
     served_version,
     solved_summary,
@@ -280,3 +282,15 @@ def test_the_close_line_counts_the_policys_successes_and_the_demonstrations_apar
     assert solved_summary(state) == "policy 1/4 solved, demonstrations 4/4 (not counted)"
     del state.requests["d0"], state.requests["d1"], state.requests["d2"], state.requests["d3"]
     assert solved_summary(state) == "policy 1/4 solved"  # no demonstrations: none mentioned
+
+
+def test_pending_episodes_are_released_a_window_at_a_time_and_hold_the_close() -> None:
+    state = state_with("e0", "e1")
+    state.pending = {f"p{i}": Pending(request(f"p{i}"), timedelta(minutes=5)) for i in range(5)}
+    assert releasable(state, 4) == ["p0", "p1"]  # two in flight already
+    state.completed = {e: completed(e) for e in ("e0", "e1")}
+    assert releasable(state, 4) == ["p0", "p1", "p2", "p3"]
+    assert not all_accounted(state, now=0.0, cancel_wait_s=0)  # pending: not closable
+    assert not grace_begins(state, 0.5)  # 2 of 7 done: the pending count too
+    state.pending.clear()
+    assert all_accounted(state, now=0.0, cancel_wait_s=0)
