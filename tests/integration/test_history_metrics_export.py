@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import os
 import sys
@@ -258,7 +259,7 @@ async def test_metrics_process_publishes_on_close_and_writes_csv_and_png(
 
 
 def csv_rows(path: Path) -> list[list[str]]:
-    return [line.split(",") for line in path.read_text().splitlines()] if path.exists() else []
+    return list(csv.reader(path.read_text().splitlines())) if path.exists() else []
 
 
 async def test_export_writes_one_iterations_episodes_to_a_zstandard_container(
