@@ -30,9 +30,10 @@ from webgym_common.topics import Topic
 
 
 def heldout_cell(row: CurveRow) -> str:
-    p = "" if row.mcnemar_p_vs_v0 is None else f" p={row.mcnemar_p_vs_v0:.3f}"
+    p = row.mcnemar_p_vs_v0
+    p_text = "" if p is None else " p<0.001" if p < 0.001 else f" p={p:.3f}"
     return (f"{row.successes}/{row.episodes} {row.success_rate:.0%} "
-            f"[{row.ci_low:.0%}, {row.ci_high:.0%}]{p}")
+            f"[{row.ci_low:.0%}, {row.ci_high:.0%}]{p_text}")
 
 
 def train_cell(m: RolloutMetrics | None) -> str:
