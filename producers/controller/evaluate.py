@@ -93,18 +93,28 @@ def requested_tag(version: int) -> str:
     return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else version_tag(version)
 
 
+def version_label(version: int) -> str:
+    """How keys, tables and curves name a version: "v<N>", or "baseline"."""
+    return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else f"v{version}"
+
+
+def version_cell(version: int) -> str:
+    """A version as episode ids and the CSVs write it: the number, or "baseline" (one
+    "-"-free word, so not "-1")."""
+    return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else str(version)
+
+
 def evaluation_key(model_name: str, version: int, suite: Suite, split: Split, seed: int,
                    per_group: int | None = None) -> str:
-    who = BASELINE_VERSION if version == BASELINE_EVAL_VERSION else f"v{version}"
-    return f"{model_name}:{who}:{suite}:{split}:{selection_tag(seed, per_group)}"
+    return (f"{model_name}:{version_label(version)}:{suite}:{split}:"
+            f"{selection_tag(seed, per_group)}")
 
 
 def evaluation_episode_id(split: Split, version: int, suite: Suite, seed: int, index: int,
                           task_id: str, per_group: int | None = None) -> str:
-    # split first, as an iteration's ids: one "-"-free word (so not "-1" for the baseline),
-    # then the run, index and task
-    who = BASELINE_VERSION if version == BASELINE_EVAL_VERSION else str(version)
-    return f"{split}-eval{who}{suite}{selection_tag(seed, per_group)}-{index:04d}-{task_id}"
+    # split first, as an iteration's ids: one "-"-free word, then the run, index and task
+    return (f"{split}-eval{version_cell(version)}{suite}{selection_tag(seed, per_group)}-"
+            f"{index:04d}-{task_id}")
 
 
 def evaluation_request(settings: Settings, eid: str, task: Task, split: Split, version: int,
@@ -222,11 +232,6 @@ async def evaluate_version(settings: Settings, producer: EventProducer, version:
                                           max_steps=max_steps, on_update=update))
     print_results(results, console)
     return results
-
-
-def version_label(version: int) -> str:
-    """How tables and curves name a version: "v<N>", or "baseline"."""
-    return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else f"v{version}"
 
 
 def result_rows(results: Sequence[EvaluationResult]) -> list[tuple[str, ...]]:

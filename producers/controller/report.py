@@ -21,11 +21,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from producers.controller.evaluate import BASELINE_EVAL_VERSION
+from producers.controller.evaluate import BASELINE_EVAL_VERSION, version_cell
 from producers.controller.outcomes import GroupRow, TaskOutcome, group_table, paired
 from webgym_common.events import EvaluationResult
 from webgym_common.stats import mcnemar
-from webgym_common.versions import BASELINE_VERSION
 
 PER_TASK_COLUMNS = ("version", "suite", "split", "group", "task_id", "success")
 PER_GROUP_COLUMNS = ("version", "suite", "split", "group", "successes", "n", "success_rate")
@@ -48,11 +47,6 @@ class CurveRow:
 
 # version,suite,split,episodes,successes,success_rate,ci_low,ci_high,mcnemar_p_vs_v0
 CURVE_COLUMNS = tuple(f.name for f in fields(CurveRow))
-
-
-def version_cell(version: int) -> str:
-    """A version as the CSVs write it: the number, or "baseline"."""
-    return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else str(version)
 
 
 def curve_rows(results: Iterable[EvaluationResult], outcomes: Iterable[TaskOutcome] = (),

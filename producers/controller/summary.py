@@ -18,7 +18,12 @@ from rich.console import Console
 from rich.table import Table
 
 from producers.catalog import load_task_catalog
-from producers.controller.evaluate import evaluation_key, evaluation_runs, version_label
+from producers.controller.evaluate import (
+    BASELINE_EVAL_VERSION,
+    evaluation_key,
+    evaluation_runs,
+    version_label,
+)
 from producers.controller.outcomes import TaskOutcome, task_outcomes
 from producers.controller.report import CurveRow, curve_rows, write_curve
 from webgym_common.bus import EventConsumer, EventProducer
@@ -78,7 +83,7 @@ async def heldout_report(settings: Settings, producer: EventProducer, versions: 
     published = await read_compacted(settings, Topic.EVALUATIONS, producer)
     model = settings.trainer.model_name
     results: list[EvaluationResult] = []
-    for version in [-1, *versions]:
+    for version in [BASELINE_EVAL_VERSION, *versions]:
         for s, sp in evaluation_runs(catalog.values(), suite, splits):
             key = evaluation_key(model, version, s, sp, seed, per_group)
             if isinstance(found := published.get(key), EvaluationResult):
