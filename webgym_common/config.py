@@ -428,13 +428,15 @@ class TrainerSettings(BaseModel):
     template: str = "smollm2"  # LLaMA-Factory's chat template for the base model
     base_model: str = ""  # a directory or hub id; unset: the local vLLM's model
     model_name: str = "webgym-policy"  # webgym.models key; version N is served as <name>-vN
-    learning_rate: float = Field(1e-4, gt=0)  # LoRA; WebGym's full SFT uses 1e-6
+    # LoRA: the rate and rank of the measured learning curve (docs/learning-curve); WebGym's
+    # full fine-tuning uses 1e-6.
+    learning_rate: float = Field(5e-4, gt=0)
     epochs: float = Field(2.0, gt=0)
     max_steps: int = Field(-1, ge=-1, description="caps the run (-1: epochs decide)")
     batch_size: int = Field(2, ge=1)
     gradient_accumulation: int = Field(1, ge=1)
     cutoff_len: int = Field(1024, ge=64)
-    lora_rank: int = Field(8, ge=1, le=64)
+    lora_rank: int = Field(16, ge=1, le=64)
     # The recipe (WebGym's filtered behaviour cloning after a supervised start): the first
     # run from the base model trains on the whole demonstration bank (`webgym demos build`)
     # beside its draw; every later run mixes bank rows into the policy's own successes so

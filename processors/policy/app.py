@@ -73,6 +73,7 @@ from webgym_common.events import (
 from webgym_common.faust_app import (
     FirstReads,
     InOrderAcks,
+    OneAtATime,
     decode_error,
     dlq_sender,
     faust_table,
@@ -109,6 +110,7 @@ def build_app(settings: Settings) -> faust.App:
     contexts = faust_table(app, k, StateTable.POLICY_CONTEXTS)  # episode_id -> entry JSON
     ended_ttl_ms = specs[Topic.OBSERVATIONS].retention_ms  # as long as they can be re-read
     acks = InOrderAcks()
+    in_turn = OneAtATime()  # one handler per episode at a time (a re-delivery waits)
     first_reads = FirstReads(app)  # faust's post-recovery seek race (see FirstReads)
     watch = RequestWatch(specs[Topic.EPISODES].name, cfg.context_wait_s,
                          lambda tp: app.consumer.highwaters(tp))
@@ -186,8 +188,11 @@ def build_app(settings: Settings) -> faust.App:
         if (error := decode_error(event)) is not None:
             await dead_letters(event.message, error)
             return
-        if not isinstance(obs := event.value, StepObserved):
-            return
+        if isinstance(obs := event.value, StepObserved):
+            async with in_turn.of(obs.episode_id):
+                await handle_observation(event, obs)
+
+    async def handle_observation(event: faust.EventT, obs: StepObserved) -> None:
         # consume: the observation's episode, once its request is read (or cannot come)
         verdict, why, entry = await watch.triaged(
             event.message, obs, entry_of, lambda tp: tp in app.consumer.assignment())

@@ -27,6 +27,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -540,7 +541,20 @@ def verdict(t: Tally, run: Run) -> str:
     """Everything a failed assertion should say about the scenario."""
     return "\n".join([f"{t.scenario}: {t.episodes} episodes, {t.lost} lost, {t.duplicated} "
                       f"duplicated, {t.wrong} wrong, dlq {t.dlq}, ended early "
-                      f"{dict(t.ended_early)}", *t.notes, f"logs: {run.workdir}"])
+                      f"{dict(t.ended_early)}", *t.notes, f"logs: {run.workdir}",
+                      *trail(run.workdir, " ".join(t.notes))])
+
+
+def trail(workdir: Path, notes: str, episodes: int = 2, lines: int = 8) -> list[str]:
+    """The last log lines of each process about the first episodes a note names: the
+    logs themselves stay on the machine that ran the test (CI keeps only its output)."""
+    out = []
+    for eid in list(dict.fromkeys(re.findall(r"\btrain-it\d+-\d+-[\w-]+", notes)))[:episodes]:
+        for log_file in sorted(workdir.glob("*.log")):
+            text = log_file.read_text(errors="replace").splitlines()
+            if hits := [line[:240] for line in text if eid in line][-lines:]:
+                out += [f"{log_file.name} on {eid}:", *(f"  {h}" for h in hits)]
+    return out
 
 
 def assert_exactly_once(t: Tally, run: Run) -> None:

@@ -21,6 +21,7 @@ from webgym_common.faust_app import (
     EVENT_SERIALIZER,
     FirstReads,
     InOrderAcks,
+    OneAtATime,
     Undecodable,
     decode_error,
     faust_table,
@@ -322,3 +323,29 @@ async def test_typed_events_show_first_reads_the_poison_they_dead_letter() -> No
         item.message.partition = 2
     got = [v async for _, v in typed_events(stream, dead_letters, StepObserved, reads)]
     assert got == [obs] and letters == ["bad bytes"] and app.seeks == []
+
+
+async def test_handlers_of_one_key_take_turns_and_other_keys_run_alongside() -> None:
+    in_turn, log = OneAtATime(), []
+
+    async def handle(key: str, n: int) -> None:
+        async with in_turn.of(key):
+            log.append(f"{key}{n} in")
+            await asyncio.sleep(0.05)
+            log.append(f"{key}{n} out")
+
+    await asyncio.gather(handle("a", 1), handle("a", 2), handle("b", 1))
+    # a2 starts only after a1 left; b1 ran while a1 was inside
+    assert log.index("a2 in") > log.index("a1 out")
+    assert log.index("b1 in") < log.index("a1 out")
+    assert in_turn.busy() == 0  # no lock kept for keys nobody handles
+
+
+async def test_a_handler_that_fails_still_lets_the_next_one_in() -> None:
+    in_turn = OneAtATime()
+    with pytest.raises(RuntimeError):
+        async with in_turn.of("a"):
+            raise RuntimeError("bug")
+    async with asyncio.timeout(1), in_turn.of("a"):
+        pass
+    assert in_turn.busy() == 0

@@ -156,7 +156,7 @@ def test_the_yaml_per_mode(tmp_path: Path, mode: TrainMode, stage: str, finetuni
     assert conf["logging_steps"] == 1 and conf["max_steps"] == 3
     assert conf["template"] == "smollm2" and conf["cutoff_len"] == 1024
     assert conf["per_device_train_batch_size"] == 2 and conf["gradient_accumulation_steps"] == 1
-    assert conf["learning_rate"] == 1e-4 and conf["num_train_epochs"] == 2.0
+    assert conf["learning_rate"] == 5e-4 and conf["num_train_epochs"] == 2.0
     assert ("lora_rank" in conf) is (finetuning == "lora")
     assert ("mask_history" in conf) is (stage == "sft")
 
