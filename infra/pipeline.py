@@ -27,20 +27,12 @@ import aiohttp
 from infra import supervisor
 from infra.procs import InfraError, ManagedProcess
 from webgym_common.config import Settings, settings_env
+from webgym_common.processes import PROCESSES as SPECS
 
-# name -> (module that must exist, CLI arguments after `webgym`)
-PROCESSES = {
-    "browser": ("producers.browser.worker", ["worker", "browser"]),
-    "policy": ("processors.policy.app", ["worker", "policy"]),
-    "evaluator": ("processors.evaluator.app", ["worker", "evaluator"]),
-    "history": ("processors.history", ["worker", "history"]),
-    "metrics": ("processors.metrics", ["worker", "metrics"]),
-    "replay": ("processors.replay", ["worker", "replay"]),
-    "trainer": ("consumers.trainer.app", ["worker", "trainer"]),
-    "model-loader": ("consumers.model_loader", ["worker", "model-loader"]),
-}
+# name -> (module that must exist, CLI arguments after `webgym`): from the process registry.
+PROCESSES = {p.value: (spec.module, ["worker", p.value]) for p, spec in SPECS.items()}
 # Run only when the loop trains (rollout.train): they need LLaMA-Factory's venv and vLLM.
-TRAINING = frozenset({"trainer", "model-loader"})
+TRAINING = frozenset(p.value for p, spec in SPECS.items() if spec.training)
 MONITOR = "monitor"  # started by `webgym run` beside the supervised processes
 SUPERVISOR = "pipeline-supervisor"
 

@@ -32,10 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import logging
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -205,59 +204,6 @@ def dlq_sender(app: faust.App, settings: Settings) -> DeadLetters:
         await (await dlq.send(key=letter.source_topic.encode(), value=letter))
 
     return send
-
-
-async def typed_events(
-    stream: faust.StreamT, dead_letters: DeadLetters, of: type[E],
-    first_reads: FirstReads | None = None,
-) -> AsyncIterator[tuple[faust.EventT, E]]:
-    """(faust event, our event) for each event of type `of`.
-
-    Messages that are not events, or not events of their topic, are dead-lettered; the
-    topic's events of other types are skipped. `first_reads` sees every message first
-    (and drops one that came before its partition's start).
-    """
-    async for event in stream.events():
-        if first_reads is not None and await first_reads.check(event):
-            continue  # it comes again after its partition's start
-        error = decode_error(event)
-        if error is not None:
-            await dead_letters(event.message, error)
-        elif isinstance(event.value, of):
-            yield event, event.value
-
-
-class OneAtATime:
-    """Handlers of the same key run one after another in this process (other keys alike).
-
-    faust 0.15.3 can hand out the record at a partition's committed offset twice after a
-    (re)assignment (a batch fetched before its own seek, then the seek: it re-delivers
-    an offset equal to its read offset), and a rebalance re-reads what is in flight. Two
-    actors deciding one episode at once would both act; taken in turn, the second sees
-    what the first wrote down. Unused keys hold no lock.
-    """
-
-    def __init__(self) -> None:
-        self._locks: dict[Hashable, tuple[asyncio.Lock, int]] = {}
-
-    @contextlib.asynccontextmanager
-    async def of(self, key: Hashable) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key, (None, 0))
-        lock = lock or asyncio.Lock()
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            _, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
-
-    def busy(self) -> int:
-        """Keys with a handler running or waiting."""
-        return len(self._locks)
 
 
 # -- in-order acks and the restart rewind ------------------------------------------------

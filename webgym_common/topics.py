@@ -45,6 +45,7 @@ class TopicSpec:
     retention_ms: int  # -1 keeps forever
     value_types: tuple[str, ...]  # event types published on it (schema names)
     configs: dict[str, str] = field(default_factory=dict)
+    key: str = ""  # what its records are keyed by (KEYS); "" for faust's internal topics
 
     def kafka_configs(self) -> dict[str, str]:
         out = {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
@@ -77,11 +78,35 @@ VALUE_TYPES: dict[Topic, tuple[str, ...]] = {
 }
 
 
+# What each topic's records are keyed by: records of one key share a partition, in order.
+# The four episode topics share the key and the partition count, so one worker owns an
+# episode on all of them; the scores are keyed by task so one history worker owns a task.
+KEYS: dict[Topic, str] = {
+    Topic.TASKS: "task_id",
+    Topic.TASK_HISTORY: "task_id",
+    Topic.EPISODES: "episode_id",
+    Topic.OBSERVATIONS: "episode_id",
+    Topic.ACTIONS: "episode_id",
+    Topic.EPISODES_COMPLETED: "episode_id",
+    Topic.EPISODES_SCORED: "task_id",
+    Topic.REPLAY: "sample_id",
+    Topic.MODELS: "model name",
+    Topic.MODELS_SERVED: "model name",
+    Topic.TRAINING: "run id",
+    Topic.CONTROL: "iteration",
+    Topic.METRICS: "iteration",
+    Topic.EVALUATIONS: "evaluation key (version, suite, split)",
+    Topic.BLOCKLIST: "domain",
+    Topic.DLQ: "source topic",
+}
+
+
 def topic_specs(kafka: KafkaSettings) -> dict[Topic, TopicSpec]:
     p, keep = kafka.partitions, kafka.default_retention_ms
 
     def spec(t: Topic, parts: int, cleanup: str, retention: int) -> tuple[Topic, TopicSpec]:
-        return t, TopicSpec(topic_name(kafka, t), parts, cleanup, retention, VALUE_TYPES[t])
+        return t, TopicSpec(topic_name(kafka, t), parts, cleanup, retention, VALUE_TYPES[t],
+                            key=KEYS[t])
 
     specs = [
         spec(Topic.TASKS, p, "compact", -1),
@@ -210,11 +235,18 @@ class Group(StrEnum):
     POLICY = "policy"
     EVALUATOR = "evaluator"
     HISTORY = "history"
-    METRICS = "metrics"
-    REPLAY = "replay"
-    MODEL_LOADER = "model-loader"
+    REPLAY = "replay"  # the replay buffer; the trainer reads how far it has got
 
 
 def group_id(kafka: KafkaSettings, group: Group) -> str:
     """"<prefix>-<suffix>": each topic prefix (each test) has groups of its own."""
     return f"{kafka.topic_prefix}-{group.value}"
+
+
+def topic_table(kafka: KafkaSettings) -> str:
+    """The docs' topic table (markdown), derived from the registry."""
+    rows = ["| topic | key | events | partitions | cleanup |", "|---|---|---|---|---|"]
+    for spec in topic_specs(kafka).values():
+        rows.append(f"| `{spec.name}` | {spec.key} | {', '.join(spec.value_types)} "
+                    f"| {spec.partitions} | {spec.cleanup_policy} |")
+    return "\n".join(rows)

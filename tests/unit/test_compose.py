@@ -24,6 +24,7 @@ import typer.main
 import yaml
 
 from webgym_cli.main import app
+from webgym_common.processes import Process
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -38,16 +39,12 @@ INFRA_IMAGES = {
     "vllm": "vllm/vllm-openai:v0.11.0",
 }
 
+# Every process of the registry is a service running its worker command (the browser with
+# its contexts), beside the controller, the monitor and the env server.
 PIPELINE_COMMANDS = {
+    **{p.value: ["webgym", "worker", p.value] for p in Process},
     "browser": ["webgym", "worker", "browser", "--contexts", "8"],
-    "policy": ["webgym", "worker", "policy"],
-    "evaluator": ["webgym", "worker", "evaluator"],
-    "history": ["webgym", "worker", "history"],
-    "metrics": ["webgym", "worker", "metrics"],
     "controller": ["webgym", "rollout", "--split", "train"],
-    "replay": ["webgym", "worker", "replay"],
-    "trainer": ["webgym", "worker", "trainer"],
-    "model-loader": ["webgym", "worker", "model-loader"],
     "monitor": ["webgym", "monitor"],
     "envserver": ["webgym", "envserver"],
 }

@@ -15,20 +15,17 @@ import pytest
 from tests.factories import sample_event
 from webgym_common.codec import Codec
 from webgym_common.config import load_settings
-from webgym_common.events import CancelEpisode, Event, StepObserved
 from webgym_common.faust_app import (
     EMPTY_VALUE,
     EVENT_SERIALIZER,
     FirstReads,
     InOrderAcks,
-    OneAtATime,
     Undecodable,
     decode_error,
     faust_table,
     faust_topic,
     make_faust_app,
     skipped_start,
-    typed_events,
 )
 from webgym_common.lifecycle import READY_FILE_ENV
 from webgym_common.topics import Group, StateTable, Topic, group_id
@@ -84,30 +81,6 @@ def test_decode_error_tells_why_a_value_is_not_an_event() -> None:
     assert decode_error(FakeEvent(None, Message())) == EMPTY_VALUE  # a tombstone
     off_topic = decode_error(FakeEvent(sample_event("TaskHistory"), Message()))
     assert off_topic is not None and "does not belong on t7.observations" in off_topic
-
-
-async def test_typed_events_yield_one_type_and_dead_letter_what_does_not_decode() -> None:
-    obs, chosen = sample_event("StepObserved"), sample_event("ActionChosen")
-    stream = FakeStream(obs, Undecodable("bad bytes"), chosen, None, obs)
-    letters: list[tuple[Message, str]] = []
-
-    async def dead_letters(message: Any, error: str) -> None:
-        letters.append((message, error))
-
-    got = [(e.message.offset, v) async for e, v in typed_events(
-        stream, dead_letters, StepObserved)]
-    assert got == [(0, obs), (4, obs)]
-    assert [m.offset for m, _ in letters] == [1, 2, 3]  # an ActionChosen is off its topic
-    assert letters[0][1] == "bad bytes" and letters[2][1] == EMPTY_VALUE
-    assert "ActionChosen does not belong on t7.observations" in letters[1][1]
-    # The topic's own events of another type are skipped, not dead-lettered.
-    start, cancel = sample_event("IterationStarted"), sample_event("CancelEpisode")
-    letters.clear()
-    control = FakeStream(start, cancel, topic="t7.control")
-    assert [v async for _, v in typed_events(control, dead_letters, CancelEpisode)] == [cancel]
-    every: list[Event] = [v async for _, v in typed_events(
-        FakeStream(start, cancel, topic="t7.control"), dead_letters, Event)]
-    assert every == [start, cancel] and isinstance(every[1], CancelEpisode) and not letters
 
 
 def test_the_app_id_is_its_group_and_faust_creates_no_topics() -> None:
@@ -303,49 +276,3 @@ async def test_first_reads_never_stall_a_partition() -> None:
         assert await reads.check(obs_event(0, offset))
     assert not await reads.check(obs_event(0, 9))  # 2 seeks and still no start: read on
     assert len(app.seeks) == 2
-
-
-async def test_typed_events_show_first_reads_the_poison_they_dead_letter() -> None:
-    # A poison record at the committed offset is the partition's start: were it hidden from
-    # FirstReads, the next event would look past the start, and the seek back would
-    # dead-letter the poison again.
-    app = SeekingApp()
-    reads = FirstReads(app)  # type: ignore[arg-type]
-    reads.starting_at({("t7.observations", 2): 0})
-    letters: list[str] = []
-
-    async def dead_letters(message: Any, error: str) -> None:
-        letters.append(error)
-
-    obs = sample_event("StepObserved")
-    stream = FakeStream(Undecodable("bad bytes"), obs)
-    for item in stream.items:
-        item.message.partition = 2
-    got = [v async for _, v in typed_events(stream, dead_letters, StepObserved, reads)]
-    assert got == [obs] and letters == ["bad bytes"] and app.seeks == []
-
-
-async def test_handlers_of_one_key_take_turns_and_other_keys_run_alongside() -> None:
-    in_turn, log = OneAtATime(), []
-
-    async def handle(key: str, n: int) -> None:
-        async with in_turn.of(key):
-            log.append(f"{key}{n} in")
-            await asyncio.sleep(0.05)
-            log.append(f"{key}{n} out")
-
-    await asyncio.gather(handle("a", 1), handle("a", 2), handle("b", 1))
-    # a2 starts only after a1 left; b1 ran while a1 was inside
-    assert log.index("a2 in") > log.index("a1 out")
-    assert log.index("b1 in") < log.index("a1 out")
-    assert in_turn.busy() == 0  # no lock kept for keys nobody handles
-
-
-async def test_a_handler_that_fails_still_lets_the_next_one_in() -> None:
-    in_turn = OneAtATime()
-    with pytest.raises(RuntimeError):
-        async with in_turn.of("a"):
-            raise RuntimeError("bug")
-    async with asyncio.timeout(1), in_turn.of("a"):
-        pass
-    assert in_turn.busy() == 0

@@ -40,8 +40,16 @@ def test_group_ids_follow_the_topic_prefix() -> None:
     assert group_id(load_settings().kafka, Group.BROWSERS) == "webgym-browsers"
     kafka = load_settings(kafka={"topic_prefix": "t123"}).kafka
     assert {group_id(kafka, g) for g in Group} == {
-        "t123-browsers", "t123-policy", "t123-evaluator", "t123-history", "t123-metrics",
-        "t123-replay", "t123-model-loader"}
+        "t123-browsers", "t123-policy", "t123-evaluator", "t123-history", "t123-replay"}
+
+
+def test_every_topic_declares_its_key_and_the_episode_topics_share_one() -> None:
+    specs = topic_specs(load_settings().kafka)
+    assert all(spec.key for spec in specs.values())
+    episode_keyed = {t for t, spec in specs.items() if spec.key == "episode_id"}
+    assert episode_keyed == {Topic.EPISODES, Topic.OBSERVATIONS, Topic.ACTIONS,
+                             Topic.EPISODES_COMPLETED}
+    assert len({specs[t].partitions for t in episode_keyed}) == 1
 
 
 def test_faust_internal_topics_are_derived_from_app_ids_and_table_names() -> None:

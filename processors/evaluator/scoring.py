@@ -1,0 +1,91 @@
+"""What scoring one completed episode changes: its score, a blocked domain, the tables.
+
+Nothing here commits: the effects go out with the completion's offset in one Kafka
+transaction (outbox.py), so a killed evaluator redoes the whole of it or none.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import faust
+
+from processors.evaluator.decisions import (
+    blocked_event,
+    forget_episode,
+    missing_parts,
+    partial_note,
+    scored_event,
+    scored_key,
+)
+from processors.evaluator.outbox import Effects
+from processors.evaluator.reward import PAGE_VERSION, Judge, evaluate, scored_by_page
+from processors.evaluator.trajectory import build_episode, steps_in
+from webgym_common.codec import Codec
+from webgym_common.config import EvaluatorSettings, KafkaSettings
+from webgym_common.deadletters import dead_letter
+from webgym_common.events import EpisodeCompleted, Event, utc_now
+from webgym_common.topics import Topic, topic_name
+
+log = logging.getLogger("processors.evaluator.app")
+
+
+@dataclass
+class Tables:
+    """The evaluator's state, one faust table each, co-partitioned by episode id."""
+
+    requests: faust.Table  # episode -> its task (from webgym.episodes)
+    observed: faust.Table  # episode and step -> the observation's evidence
+    acted: faust.Table  # episode and step -> the action
+    scored: faust.Table  # episode -> when it was scored (kept: a replay publishes nothing)
+
+    def missing(self, done: EpisodeCompleted) -> list[str]:
+        return missing_parts(done, self.requests, self.observed, self.acted)
+
+
+@dataclass
+class Scorer:
+    kafka: KafkaSettings
+    cfg: EvaluatorSettings
+    judge: Judge | None
+    version: str  # the rules' or the judge's
+    group: str  # the app id: dead letters name it
+    codec: Codec = field(default_factory=Codec)
+
+    def emit(self, effects: Effects, topic: Topic, key: str, event: Event) -> None:
+        effects.publish(topic_name(self.kafka, topic), key, self.codec.encode(event))
+
+    def rejected(self, event: faust.EventT, error: str) -> Effects:
+        """The effects of an event nobody can handle: its dead letter, nothing else."""
+        effects, letter = Effects(), dead_letter(event.message, error, self.group)
+        self.emit(effects, Topic.DLQ, letter.source_topic, letter)
+        return effects
+
+    async def score(self, done: EpisodeCompleted, t: Tables, why_partial: str | None
+                    ) -> Effects:
+        """The score (rules, LLM judge or the page's own reward) and what it changes."""
+        effects, note = Effects(), None
+        if why_partial is not None:
+            note = partial_note(t.missing(done), why_partial)
+            log.warning("episode %s: %s", done.episode_id, note)
+        episode = build_episode(done, t.requests.get(done.episode_id), steps_in(t.observed, done),
+                                steps_in(t.acted, done))
+        judgement = await evaluate(episode, self.judge, self.cfg.max_screenshots,
+                                   self.cfg.blocking_sample)
+        result = scored_event(done, episode, judgement,
+                              PAGE_VERSION if scored_by_page(episode) else self.version, note)
+        self.emit(effects, Topic.EPISODES_SCORED, scored_key(result), result)
+        blocked = blocked_event(done, episode, judgement,
+                                timedelta(hours=self.cfg.blocklist_hours), utc_now())
+        if blocked is not None:
+            self.emit(effects, Topic.BLOCKLIST, blocked.domain, blocked)
+        effects.put(t.scored, done.episode_id, int(time.time() * 1000))
+        for table, key in forget_episode(done, t.requests, t.observed, t.acted):
+            effects.delete(table, key)
+        log.info("scored %s: reward %.0f, %s%s", done.episode_id, judgement.reward,
+                 done.termination, " (blocked)" if judgement.is_blocked else
+                 " (judge failed)" if judgement.judge_failed else "")
+        return effects

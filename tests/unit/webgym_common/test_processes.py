@@ -1,0 +1,47 @@
+"""The process registry: its rows name real entry points, real groups and real topics, and
+the supervisor, the worker commands and the docs are derived from it."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+
+import typer.main
+
+from infra import pipeline
+from webgym_cli.worker import app as worker_app
+from webgym_common.processes import PROCESSES, Process, process_table
+from webgym_common.topics import VALUE_TYPES, Group, faust_apps
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_every_entry_point_is_a_function_of_the_settings_run_as_declared() -> None:
+    for spec in PROCESSES.values():
+        entry = getattr(importlib.import_module(spec.module), spec.function)
+        assert list(inspect.signature(entry).parameters)[0] == "settings", spec.name
+        assert inspect.iscoroutinefunction(entry) is spec.asynchronous, spec.name
+
+
+def test_groups_are_the_processes_and_faust_apps_are_the_faust_processes() -> None:
+    assert {s.group for s in PROCESSES.values() if s.group is not None} == set(Group)
+    assert {s.group for s in PROCESSES.values() if s.faust} == set(faust_apps())
+    for spec in PROCESSES.values():
+        assert spec.writes and set(spec.writes) <= set(VALUE_TYPES), spec.name
+
+
+def test_the_supervisor_and_the_worker_commands_run_the_registrys_processes() -> None:
+    assert list(pipeline.PROCESSES) == [p.value for p in Process]
+    assert pipeline.TRAINING == {p.value for p, s in PROCESSES.items() if s.training}
+    for name, (module, args) in pipeline.PROCESSES.items():
+        assert module == PROCESSES[Process(name)].module and args == ["worker", name]
+    commands = typer.main.get_command(worker_app).commands  # type: ignore[attr-defined]
+    assert set(commands) == {p.value for p in Process}
+
+
+def test_the_architecture_page_shows_the_registrys_process_table() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    assert process_table() in page, "docs/architecture.md: paste `webgym_common.processes." \
+        "process_table()` (python -c 'from webgym_common.processes import process_table; " \
+        "print(process_table())')"
