@@ -1,4 +1,4 @@
-"""Replay benchmark: `webgym replay rescore` (rules judge) and `refilter` against a raw consume.
+"""Replay benchmark: `webgym reprocess rescore` (rules judge) and `refilter` against a raw consume.
 
 Runs against the embedded stack (started if it is not up) on a fresh topic prefix:
   .venv/bin/python -m bench.replay_rate [--episodes 300] [--steps 8] [--tree-bytes 6000]
@@ -7,9 +7,9 @@ with an accessibility tree of --tree-bytes, actions with a stored prompt, comple
 its score), then times, on the same topic ranges:
 - raw consume: the records fetched with aiokafka and not decoded (the floor of any replay);
 - rescore: completions, then the parts topics, decoded, each trajectory rebuilt and scored by
-  the rules, written to a new topic in transactions (processors.rescore);
+  the rules, written to a new topic in transactions (processors.reprocess.rescore);
 - refilter: the scored topic decoded, the replay rules, each sample's prompt read from MinIO,
-  written to a new topic (processors.refilter).
+  written to a new topic (processors.reprocess.refilter).
 Prints episodes/s and steps/s of each and its ratio to the raw consume (goal >= 0.5).
 """
 
@@ -30,9 +30,9 @@ from rich.table import Table
 
 from bench.machine import describe_machine
 from infra import stack
-from processors.agreement import Provenance
-from processors.refilter import Filters, refilter
-from processors.rescore import rescore, score_episode
+from processors.reprocess.agreement import Provenance
+from processors.reprocess.refilter import Filters, refilter
+from processors.reprocess.rescore import rescore, score_episode
 from producers.drive_reference import episode_request
 from webgym_common.actions import format_action, parse_action
 from webgym_common.admin import create_topics

@@ -1,4 +1,4 @@
-"""`webgym replay export`: iteration files as Avro containers and in WebGym's own layout.
+"""`webgym reprocess export`: iteration files as Avro containers and in WebGym's own layout.
 
 Delivery: a file export; nothing is committed, nothing is written to Kafka. Reading is
 group-less (committed records only): the completions in the range, each episode's request,
@@ -215,7 +215,7 @@ async def export_range(settings: Settings, rng: LogRange, out_dir: Path,
             path = webgym_path(out_dir, split, iteration, rank)
             doc = {"trajectories": trajectories,
                    "metadata": {"iteration": iteration, "split": split,
-                                "episodes": len(in_split), "source": "webgym replay export"}}
+                                "episodes": len(in_split), "source": "webgym reprocess export"}}
             _write_atomic(path, json.dumps(doc).encode())
             paths.append(path)
         out.append(ExportedIteration(iteration, len(ids), sum(log.steps(e) for e in ids),

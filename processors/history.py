@@ -30,14 +30,11 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Container
 
-from aiokafka import TopicPartition
-from aiokafka.abc import ConsumerRebalanceListener
-
-from webgym_common.bus import EventConsumer, EventProducer, commit_bounded
+from webgym_common.bus import EventConsumer, EventProducer, Ownership, commit_bounded
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, TaskHistory, utc_now
 from webgym_common.history import attempt_level, is_judged, is_success, load_task_history
-from webgym_common.lifecycle import mark_ready, run_until_signalled
+from webgym_common.lifecycle import run_until_signalled
 from webgym_common.readers import read_compacted
 from webgym_common.topics import Group, Topic, group_id
 from webgym_common.versions import is_demonstration_version
@@ -100,28 +97,9 @@ class Catalog:
         return self.task_ids
 
 
-class Ownership(ConsumerRebalanceListener):
-    """Notes that partitions came in, so the fold rebuilds its state before the next event."""
-
-    def __init__(self) -> None:
-        self.stale = True
-        self.joined = False
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        pass  # each publish is awaited before its commit: nothing is in flight to hand over
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        self.stale = True
-        log.info("history worker owns %s", sorted(f"{tp.topic}[{tp.partition}]"
-                                                  for tp in assigned))
-        if not self.joined:
-            self.joined = True
-            mark_ready(f"history owns {len(assigned)} partitions")
-
-
 async def fold_scored_episodes(settings: Settings) -> None:
     async with EventProducer(settings, client_id="history") as producer:
-        ownership = Ownership()
+        ownership = Ownership("history")
         consumer = EventConsumer(settings, [Topic.EPISODES_SCORED],
                                  group_id(settings.kafka, Group.HISTORY), producer,
                                  client_id="history", listener=ownership)

@@ -18,7 +18,7 @@ from webgym_cli import (
     infra,
     monitor,
     pipeline,
-    replay,
+    reprocess,
     rollout,
     sandbox,
     tasks,
@@ -37,7 +37,7 @@ app.add_typer(topics.app, name="topics")
 app.add_typer(worker.app, name="worker")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(tasks.app, name="tasks")
-app.add_typer(replay.app, name="replay")
+app.add_typer(reprocess.app, name="reprocess")
 app.add_typer(demos.app, name="demos")
 
 

@@ -141,7 +141,7 @@ async def _describe_topic_configs_once(
 
 
 async def create_topic(settings: Settings, spec: TopicSpec) -> str:
-    """One topic outside the registry (webgym replay's derived topics): "created" or "exists"
+    """One topic outside the registry (webgym reprocess's derived topics): "created" or "exists"
     (made before, by this or another process); returns once its partitions have leaders."""
     admin = admin_client(settings)
     await admin.start()

@@ -30,6 +30,7 @@ from webgym_common.config import Settings
 from webgym_common.deadletters import LetterIndex, RawRecord, SourceRecord, dead_letter
 from webgym_common.events import Event
 from webgym_common.kafka_clients import make_consumer, make_producer
+from webgym_common.lifecycle import mark_ready
 from webgym_common.offsets import OffsetHolds
 from webgym_common.topics import Topic, misplaced, topic_name
 
@@ -96,6 +97,29 @@ class Received:
         return TopicPartition(self.topic, self.partition)
 
 
+class Ownership(ConsumerRebalanceListener):
+    """A group member's partitions: logged as they come, the process marked ready the first
+    time (webgym_common.lifecycle), and `stale` set so that a fold whose state depends on
+    its partitions rebuilds it before its next event. Nothing is handed over on revocation:
+    the processes that use it publish each effect before committing its record."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stale = True
+        self.joined = False
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.stale = True
+        log.info("%s worker owns %s", self.name,
+                 sorted(f"{tp.topic}[{tp.partition}]" for tp in assigned))
+        if not self.joined:
+            self.joined = True
+            mark_ready(f"{self.name} owns {len(assigned)} partitions")
+
+
 class _Forget(ConsumerRebalanceListener):
     """Drops revoked partitions from the consumer's offsets, then tells the caller's listener."""
 
@@ -147,7 +171,7 @@ class EventConsumer:
         self.group_id = group_id
         self.producer = producer
         self.codec = codec or producer.codec
-        # A Topic is the registry's; a plain string names a topic outside it (webgym replay's
+        # A Topic is the registry's; a plain string names a topic outside it (webgym reprocess's
         # derived topics), in full.
         self.topic_names = [topic_name(settings.kafka, t) if isinstance(t, Topic) else t
                             for t in topics]

@@ -451,7 +451,7 @@ class TrainerSettings(BaseModel):
     replay_wait_s: float = Field(300.0, gt=0)
     load_timeout_s: float = Field(120.0, gt=0, description="loading an adapter into vLLM")
     # The replay set to train on: empty = webgym.replay; else the full name of a topic
-    # `webgym replay refilter` wrote (a training set rebuilt from the scored history).
+    # `webgym reprocess refilter` wrote (a training set rebuilt from the scored history).
     replay_topic: str = ""
 
 

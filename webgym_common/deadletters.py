@@ -54,6 +54,26 @@ class RawRecord:
 DEAD_LETTER_RAW_BYTES = 256 * 1024
 
 
+@dataclass(frozen=True)
+class Letter:
+    """A dead letter as people read it (the monitor's DLQ page, the chaos verdicts): where
+    it came from, why, and who refused it — not its bytes."""
+
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    error: str
+    consumer_group: str | None
+    size: int
+    produced_at: str
+
+    @classmethod
+    def of(cls, letter: DeadLetter) -> Letter:
+        return cls(letter.source_topic, letter.source_partition, letter.source_offset,
+                   letter.error, letter.consumer_group, len(letter.raw_value),
+                   letter.produced_at.isoformat())
+
+
 def dead_letter(record: SourceRecord, error: str, group_id: str | None) -> DeadLetter:
     """The DLQ's record of a message nobody could handle; publish it keyed by its source topic.
 

@@ -1,4 +1,4 @@
-"""Derived topics: where `webgym replay` writes (a new topic, never one of the pipeline's).
+"""Derived topics: where `webgym reprocess` writes (a new topic, never one of the pipeline's).
 
 Delivery: exactly once per key per run, resumable. A derived topic is created with the
 configuration (partitions, cleanup, retention) of the pipeline topic it derives from, under

@@ -1,4 +1,4 @@
-"""Episodes as the log holds them, for `webgym replay`: completions in a range, then their parts.
+"""Episodes as the log holds them, for `webgym reprocess`: completions in a range, then their parts.
 
 Two reads, both group-less (nothing committed, committed records only; at once when the
 range has no start, the parts then being read from their beginnings anyway):

@@ -302,14 +302,14 @@ class EpisodeScored(Event):
     trajectory: list[TrajectoryStep] = Field(default_factory=list)
     evaluator_version: str
     policy_version: str
-    # Who gave the reward when it was re-scored: rules, llm or page (webgym replay rescore); null:
-    # the pipeline's evaluator (see evaluator_version).
+    # Who gave the reward when it was re-scored: rules, llm or page (webgym reprocess rescore);
+    # null: the pipeline's evaluator (see evaluator_version).
     judge_kind: str | None = None
     # The LLM judge's model name, when an LLM judged.
     judge_model: str | None = None
     # The LLM judge's prompts (a digest of their text), when an LLM judged.
     prompt_version: str | None = None
-    # The webgym replay rescore run that wrote this score (null: the pipeline's evaluator).
+    # The webgym reprocess rescore run that wrote this score (null: the pipeline's evaluator).
     rescore_run: str | None = None
 
 

@@ -1,6 +1,6 @@
 """A range of the log: by offset or by time (`--from/--to`), and by iteration.
 
-Used by `webgym replay` to re-read part of a topic. A bound is an integer (an offset, the
+Used by `webgym reprocess` to re-read part of a topic. A bound is an integer (an offset, the
 same in every partition) or an ISO timestamp (the records' broker timestamps; no zone
 means UTC). `--from` is inclusive, `--to` exclusive; no bound means the log's beginning
 or its end as of the start of the read (a busy topic cannot keep a replay going). An

@@ -76,7 +76,7 @@ PROCESSES: dict[Process, ProcessSpec] = {s.name: s for s in (
     ProcessSpec(Process.METRICS, "processors.metrics:run_metrics_worker",
                 "one RolloutMetrics per closed iteration, a CSV and a plot",
                 None, (Topic.EPISODES_SCORED, Topic.CONTROL, Topic.METRICS), (Topic.METRICS,)),
-    ProcessSpec(Process.REPLAY, "processors.replay:run_replay_worker",
+    ProcessSpec(Process.REPLAY, "processors.replay_buffer.app:run_replay_worker",
                 "the replay buffer: scored episodes into training samples",
                 Group.REPLAY, (Topic.EPISODES_SCORED,), (Topic.REPLAY,), scalable=True),
     ProcessSpec(Process.TRAINER, "consumers.trainer.app:run_trainer",

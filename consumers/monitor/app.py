@@ -8,87 +8,31 @@ a restart reads the log again and shows the same. Bytes that do not decode are s
 (the pipeline's own processes dead-letter them). The metrics also go to TensorBoard event
 files (tensorboard.py), rewritten from the log at each start.
 
-The story: consume (Feed) → fold (View.apply) → render (pages.py: Jinja2 templates with
-autoescape; page-derived text is hostile and is only ever inserted as text).
+The story: consume (Feed) → fold (View.apply) → announce (hub.py: to the open pages) →
+render (pages.py: Jinja2 templates with autoescape; page-derived text is hostile and is
+only ever inserted as text).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
 from consumers.monitor.feed import Feed, group_lags
-from consumers.monitor.state import Change, View, progress
+from consumers.monitor.hub import Monitor, followed_topics
+from consumers.monitor.pages import make_app  # the web side: templates and routes
+from consumers.monitor.state import View
 from consumers.monitor.tensorboard import Sink, Sinks, TensorBoardSink, WandbSink
 from webgym_common.config import Settings
 from webgym_common.lifecycle import mark_ready, run_until_signalled
-from webgym_common.topics import Topic, topic_name
 
 log = logging.getLogger(__name__)
 
-# Everything the pages show; webgym.tasks is not read (EpisodeRequested carries its task).
-FOLLOWED = (Topic.EPISODES, Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISODES_COMPLETED,
-            Topic.CONTROL, Topic.METRICS, Topic.EVALUATIONS, Topic.TRAINING, Topic.MODELS,
-            Topic.MODELS_SERVED, Topic.TASK_HISTORY, Topic.BLOCKLIST, Topic.DLQ)
 STATS_EVERY_S = 1.0
-
-
-def scored_topic(settings: Settings) -> str:
-    return settings.monitor.scored_topic or topic_name(settings.kafka, Topic.EPISODES_SCORED)
-
-
-def followed_topics(settings: Settings) -> list[str]:
-    return [*(topic_name(settings.kafka, t) for t in FOLLOWED), scored_topic(settings)]
-
-
-@dataclass(eq=False)  # by identity: kept in a set
-class Subscriber:
-    """One open live page: a bounded queue of SSE messages; dropped when it falls behind."""
-
-    queue: asyncio.Queue[str]
-    dropped: bool = False
-
-
-@dataclass
-class Monitor:
-    settings: Settings
-    view: View
-    subscribers: set[Subscriber] = field(default_factory=set)
-    lags: dict[str, dict[str, int]] = field(default_factory=dict)
-
-    def push(self, kind: str, data: dict[str, Any]) -> None:
-        message = f"event: {kind}\ndata: {json.dumps(data)}\n\n"
-        for sub in list(self.subscribers):
-            try:
-                sub.queue.put_nowait(message)
-            except asyncio.QueueFull:  # a tab that cannot keep up reconnects and reloads
-                sub.dropped = True
-                self.subscribers.discard(sub)
-
-    def announce(self, change: Change, timestamp_ms: int, cause: str = "") -> None:
-        """`timestamp_ms`: the record's Kafka timestamp (its publication), which the page
-        compares with its clock when the row is in the DOM; `cause`: the event's type."""
-        if change.iteration is not None:
-            self.push("iteration", {"iteration": change.iteration})
-        if change.episode is not None:
-            self.push("episode", {**change.episode, "ts": timestamp_ms, "cause": cause})
-
-    def stats(self) -> dict[str, Any]:
-        it = self.view.current_iteration
-        started = self.view.iterations.get(it) if it is not None else None
-        return {"iteration": it,
-                "progress": progress(self.view.grid(it),
-                                     started.tasks_requested if started else None),
-                **self.view.rates(int(time.time() * 1000)), "lag": self.lags,
-                "closed": it in self.view.closed}
 
 
 async def follow(monitor: Monitor, feed: Feed, sink: Sinks) -> None:
@@ -134,8 +78,6 @@ def metric_sinks(settings: Settings) -> Sinks:
 
 
 async def serve(settings: Settings) -> None:
-    from consumers.monitor.pages import make_app  # the web side: templates and routes
-
     cfg = settings.monitor
     monitor = Monitor(settings, View(cfg.max_episodes, cfg.dead_letters))
     sink = metric_sinks(settings)

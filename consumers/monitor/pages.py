@@ -16,18 +16,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jinja2
 from aiohttp import web
 
+from consumers.monitor.hub import Monitor, Subscriber, scored_topic
 from consumers.monitor.plots import learning_curve_png, losses_png, metrics_png
 from consumers.monitor.state import EpisodeState, Query, find, mark_boxes, verdicts
 from webgym_common.config import ScreenshotFormat
 from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
-
-if TYPE_CHECKING:
-    from consumers.monitor.app import Monitor
 
 HERE = Path(__file__).parent
 MONITOR = web.AppKey("monitor", object)
@@ -74,8 +72,6 @@ async def live(request: web.Request) -> web.Response:
 
 async def live_events(request: web.Request) -> web.StreamResponse:
     """Server-sent events: episode rows as they change, stats every second."""
-    from consumers.monitor.app import Subscriber
-
     m = _monitor(request)
     sub = Subscriber(asyncio.Queue(m.settings.monitor.client_queue))
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
@@ -128,8 +124,6 @@ async def episodes(request: web.Request) -> web.Response:
 
 
 def _scored(m: Monitor) -> str:
-    from consumers.monitor.app import scored_topic
-
     return scored_topic(m.settings)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from webgym_common.deadletters import Letter
 from webgym_common.events import (
     ActionChosen,
     DeadLetter,
@@ -140,19 +141,6 @@ class Episode:
                 "version": (acted.policy_version if acted and acted.policy_version
                             else self.policy_version),
                 "reward": self.reward}
-
-
-@dataclass(frozen=True)
-class Letter:
-    """A dead letter as the DLQ page lists it (not its bytes)."""
-
-    source_topic: str
-    source_partition: int
-    source_offset: int
-    error: str
-    consumer_group: str | None
-    size: int
-    produced_at: str
 
 
 @dataclass(frozen=True)
@@ -288,9 +276,7 @@ class View:
             self.blocked[event.domain] = event
         elif isinstance(event, DeadLetter) and event.event_id not in self.seen:
             self.seen.add(event.event_id)
-            self.letters.appendleft(Letter(
-                event.source_topic, event.source_partition, event.source_offset, event.error,
-                event.consumer_group, len(event.raw_value), event.produced_at.isoformat()))
+            self.letters.appendleft(Letter.of(event))
             while len(self.letters) > self.max_letters:
                 self.letters.pop()
 

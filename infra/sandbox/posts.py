@@ -3,19 +3,19 @@
 Delivery: this is an observer, not a participant. Every POST a sandbox site handles (cart
 add/remove, checkout, login, reply, upvote, booking) is counted under the episode named by
 the request's `X-WebGym-Episode` header (the browser worker sets it on every context), so an
-action executed twice on a site (an episode replayed after a kill) is visible as one post too
+action executed twice on a site (an episode re-run after a kill) is visible as one post too
 many. Counts live in the server's memory and are lost with it, like the sites' own sessions.
 
-A post that also carries `X-WebGym-Replay: 1` is a step the browser re-executes to rebuild a
-resumed episode's page after its previous owner was lost; it is counted apart, as a replay,
+A post that also carries `X-WebGym-Rerun: 1` is a step the browser re-executes to rebuild a
+resumed episode's page after its previous owner was lost; it is counted apart, as a rerun,
 so a report can say both "each form was posted once" and "N posts were re-sent on resume".
 So is a post whose idempotency key (`X-WebGym-Step` + form, per episode) came before: the
 action a killed owner executed without publishing its result, executed again by the next
 owner (the site sees the same key twice and, honouring it, applies the effect once).
 
-`GET /__webgym/posts` returns `{"posts": {episode: n}, "replays": {episode: n}}`;
+`GET /__webgym/posts` returns `{"posts": {episode: n}, "reruns": {episode: n}}`;
 `GET /__webgym/posts?episode=ID` one episode's counts and the forms it posted, in order
-(a replayed one prefixed "replay "). Posts without the header are counted under "" (so a
+(a re-run one prefixed "rerun "). Posts without the header are counted under "" (so a
 worker that forgot the header shows up as such).
 
 `reference_posts()` says how many posts a task's reference actions make when executed once
@@ -31,9 +31,9 @@ from typing import Any
 from aiohttp import web
 
 EPISODE_HEADER = "X-WebGym-Episode"
-REPLAY_HEADER = "X-WebGym-Replay"
+RERUN_HEADER = "X-WebGym-Rerun"
 STEP_HEADER = "X-WebGym-Step"
-REPLAY = "replay "
+RERUN = "rerun "
 POSTS_PATH = "/__webgym/posts"
 # Plenty for any test run; the oldest episode is forgotten first beyond this.
 MAX_EPISODES = 100_000
@@ -60,24 +60,24 @@ class PostCounter:
         self.forms: OrderedDict[str, list[str]] = OrderedDict()
         self.keys: dict[str, set[tuple[str, str]]] = {}  # episode -> (step, form) seen
 
-    def record(self, episode: str, form: str, replay: bool = False, step: str | None = None
+    def record(self, episode: str, form: str, rerun: bool = False, step: str | None = None
                ) -> None:
-        """One post; a replay, or a repeat of an idempotency key (step + form), counts apart."""
+        """One post; a rerun, or a repeat of an idempotency key (step + form), counts apart."""
         if episode not in self.forms and len(self.forms) >= self.max_episodes:
             gone, _ = self.forms.popitem(last=False)
             self.keys.pop(gone, None)
-        if step is not None and not replay:
+        if step is not None and not rerun:
             seen = self.keys.setdefault(episode, set())
-            replay = (step, form) in seen
+            rerun = (step, form) in seen
             seen.add((step, form))
-        self.forms.setdefault(episode, []).append((REPLAY if replay else "") + form)
+        self.forms.setdefault(episode, []).append((RERUN if rerun else "") + form)
 
-    def counts(self, replays: bool = False) -> dict[str, int]:
-        """Posts per episode: first executions, or (`replays`) re-sent replays."""
+    def counts(self, reruns: bool = False) -> dict[str, int]:
+        """Posts per episode: first executions, or (`reruns`) re-sent reruns."""
         out = {}
         for episode, forms in self.forms.items():
-            n = sum(f.startswith(REPLAY) == replays for f in forms)
-            if n or not replays:
+            n = sum(f.startswith(RERUN) == reruns for f in forms)
+            if n or not reruns:
                 out[episode] = n
         return out
 
@@ -111,7 +111,7 @@ def setup(app: web.Application) -> PostCounter:
         if request.method == "POST":
             # Counted on arrival, before the handler: a post the site refuses is still a post.
             counter.record(request.headers.get(EPISODE_HEADER, ""), request.path,
-                           replay=request.headers.get(REPLAY_HEADER) == "1",
+                           rerun=request.headers.get(RERUN_HEADER) == "1",
                            step=request.headers.get(STEP_HEADER))
         return await handler(request)
 
@@ -119,11 +119,11 @@ def setup(app: web.Application) -> PostCounter:
         episode = request.query.get("episode")
         if episode is None:
             return web.json_response({"posts": counter.counts(),
-                                      "replays": counter.counts(replays=True)})
+                                      "reruns": counter.counts(reruns=True)})
         forms = counter.of(episode)
-        replays = sum(f.startswith(REPLAY) for f in forms)
-        return web.json_response({"episode": episode, "posts": len(forms) - replays,
-                                  "replays": replays, "forms": forms})
+        reruns = sum(f.startswith(RERUN) for f in forms)
+        return web.json_response({"episode": episode, "posts": len(forms) - reruns,
+                                  "reruns": reruns, "forms": forms})
 
     app.middlewares.append(count_posts)
     app.router.add_get(POSTS_PATH, posts)

@@ -39,7 +39,7 @@ from producers.browser.session import (
     EpisodeAborted,
     EpisodeSession,
     episode_headers,
-    is_replay,
+    is_rerun,
     keep_action,
 )
 from webgym_common.bus import EventProducer
@@ -149,7 +149,7 @@ class EpisodeRunner:
             action = await self._next_action(session, pending)
             if action.action.kind == "ANSWER":
                 return Ending("answer", answer=action.action.text)
-            await self._label_requests(session, is_replay(session.step, pending))
+            await self._label_requests(session, is_rerun(session.step, pending))
             error = effect = None
             try:
                 effect = await execute(session, action.action, self.cfg, self.pool.policy)
@@ -173,10 +173,10 @@ class EpisodeRunner:
     async def _next_action(
         self, session: EpisodeSession, pending: dict[int, ActionChosen]
     ) -> ActionChosen:
-        """The action for the current step (the first one chosen); earlier ones are replays."""
+        """The action for the current step (the first one chosen); earlier ones are reruns."""
         deadline = session.request.deadline.timestamp()
         while True:
-            while not session.inbox.empty():  # all that came, so replays are known as such
+            while not session.inbox.empty():  # all that came, so reruns are known as such
                 keep_action(session.inbox.get_nowait(), session.step, pending)
             if session.step in pending:
                 return pending.pop(session.step)
@@ -189,12 +189,12 @@ class EpisodeRunner:
                 raise EpisodeAborted("timeout", "the episode's deadline passed") from None
             keep_action(item, session.step, pending)
 
-    async def _label_requests(self, session: EpisodeSession, replay: bool) -> None:
-        """The action's requests carry its step (an idempotency key) and the replay flag."""
-        label = (session.step, replay)
+    async def _label_requests(self, session: EpisodeSession, rerun: bool) -> None:
+        """The action's requests carry its step (an idempotency key) and the rerun flag."""
+        label = (session.step, rerun)
         if label != session.labelled and session.context is not None:
             await asyncio.wait_for(session.context.set_extra_http_headers(
-                episode_headers(session.episode_id, replay,
+                episode_headers(session.episode_id, rerun,
                                 f"{session.request.event_id}:{session.step}")),
                 self.cfg.action_timeout_s)
             session.labelled = label

@@ -17,28 +17,28 @@ from playwright.async_api import BrowserContext, CDPSession, Dialog, Download, P
 from webgym_common.events import ActionChosen, EpisodeRequested, Mark
 
 # Sent with every request of an episode's context, so a site (the sandbox) can tell which
-# episode made it, and whether the step is a replay of one a previous owner already ran.
+# episode made it, and whether the step is a rerun of one a previous owner already ran.
 # X-WebGym-Step is an idempotency key, "<request event id>:<step>" (the request's event id,
 # not the episode id: ids are deterministic and another run may reuse one): the one action a
 # killed owner may have executed without publishing what followed is executed again by the
 # next owner under the same key, so a site that honours it applies the effect once.
 EPISODE_HEADER = "X-WebGym-Episode"
-REPLAY_HEADER = "X-WebGym-Replay"
+RERUN_HEADER = "X-WebGym-Rerun"
 STEP_HEADER = "X-WebGym-Step"
 
 
-def episode_headers(episode_id: str, replay: bool = False,
+def episode_headers(episode_id: str, rerun: bool = False,
                     step_key: str | None = None) -> dict[str, str]:
     headers = {EPISODE_HEADER: episode_id}
     if step_key is not None:
         headers[STEP_HEADER] = step_key
-    if replay:
-        headers[REPLAY_HEADER] = "1"
+    if rerun:
+        headers[RERUN_HEADER] = "1"
     return headers
 
 
-def is_replay(step: int, actions_at: Collection[int]) -> bool:
-    """Executing the action of `step` replays it when an action of a later step exists.
+def is_rerun(step: int, actions_at: Collection[int]) -> bool:
+    """Executing the action of `step` reruns it when an action of a later step exists.
 
     That later action answers an observation some owner published after executing this
     step, so the step ran before (a resumed episode catching up from the log).
@@ -49,8 +49,8 @@ def is_replay(step: int, actions_at: Collection[int]) -> bool:
 def keep_action(item: ActionChosen | EpisodeAborted, step: int,
                 pending: dict[int, ActionChosen]) -> None:
     """File an inbox item while at `step`: a stop is raised; of the actions chosen for a
-    step the first is kept (the log's order: a policy may answer a replayed observation
-    again); actions of steps already done are replays, dropped."""
+    step the first is kept (the log's order: a policy may answer a re-run observation
+    again); actions of steps already done are reruns, dropped."""
     if isinstance(item, EpisodeAborted):
         raise item
     if item.step >= step:
@@ -86,7 +86,7 @@ class EpisodeSession:
     interrupt: Callable[[], object] | None = None
     # Work started by page events (attaching a pop-up); cancelled when the episode ends.
     background: set[asyncio.Task] = field(default_factory=set)
-    labelled: tuple[int, bool] | None = None  # (step, replay) the requests' headers carry
+    labelled: tuple[int, bool] | None = None  # (step, rerun) the requests' headers carry
     last_status: int | None = None
     nav_requests: int = 0
     # Set when every main-frame navigation requested so far has committed.

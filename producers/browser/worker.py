@@ -5,7 +5,7 @@ it and whatever is killed. One consumer group over webgym.episodes and webgym.ac
 (co-partitioned by episode id), so the worker that owns an episode also receives its
 actions. An episode's request and actions stay uncommitted until its EpisodeCompleted
 is published (offsets.py), so when its partition moves (a kill, a rebalance) the next
-owner re-reads them and resumes the episode by replaying its actions (duplicate
+owner re-reads them and resumes the episode by re-running its actions (duplicate
 StepObserved events for already observed steps are expected; consumers key them by
 (episode_id, step)). Episodes that already ended are known from
 webgym.episodes.completed (finished.py) and are never run again. On revocation the

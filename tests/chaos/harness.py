@@ -10,7 +10,7 @@ and restarted without losing or double-counting an episode. A `Run` proves it en
    decision so that many episodes are in flight;
 3. one iteration driven by the real controller (`webgym rollout --split train
    --tasks-per-iteration 48 --iterations 1`), over tasks whose reference actions post
-   forms, so a replayed action shows on the sandbox's per-episode post counter;
+   forms, so a re-run action shows on the sandbox's per-episode post counter;
 4. a fault (a coroutine given the Run) strikes at a seeded moment while episodes are in
    flight: SIGKILL and restart a process, add/stop workers, stop a dependency...;
 5. every wait is bounded: an iteration that does not end in `bound_s` is cut short and what
@@ -43,11 +43,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from infra.sandbox.app import TASKS_FILE
 from infra.sandbox.posts import POSTS_PATH, reference_posts
-from processors.replay_decisions import sample_id, training_steps
-from tests.chaos.outcomes import Completion, Letter, Moment, Observed, Tally, tally
+from processors.replay_buffer.decisions import sample_id, training_steps
+from tests.chaos.outcomes import Completion, Moment, Observed, Tally, tally
 from tests.support.launch import PipelineProcess
 from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import PolicyKind, SamplingStrategy, Settings, settings_env
+from webgym_common.deadletters import Letter
 from webgym_common.events import (
     DeadLetter,
     EpisodeCompleted,
@@ -451,12 +452,12 @@ async def read_events(settings: Settings, topic: Topic, skip: set[tuple[str, int
 
 
 async def sandbox_posts(settings: Settings) -> tuple[dict[str, int], dict[str, int]] | None:
-    """The sandbox's form posts per episode, and its replayed ones (None: it cannot say)."""
+    """The sandbox's form posts per episode, and its re-run ones (None: it cannot say)."""
     try:
         async with httpx.AsyncClient(timeout=10) as client:
             resp = await client.get(settings.sandbox_url + POSTS_PATH)
         body = resp.json() if resp.status_code == 200 else None
-        return (dict(body["posts"]), dict(body.get("replays", {}))) if body else None
+        return (dict(body["posts"]), dict(body.get("reruns", {}))) if body else None
     except (httpx.HTTPError, ValueError, KeyError):
         return None
 
@@ -501,16 +502,15 @@ async def observe(settings: Settings, options: Options, injected: set[tuple[str,
     for ev in await read_events(settings, Topic.DLQ, set()):
         if isinstance(ev, DeadLetter) and (
                 ev.source_topic, ev.source_partition, ev.source_offset) not in injected:
-            obs.dlq.append(Letter(ev.source_topic, ev.source_partition, ev.source_offset,
-                                  ev.error, ev.consumer_group))
+            obs.dlq.append(Letter.of(ev))
     now = await sandbox_posts(settings)
     if now is not None:
-        posts, replays = ({k: n - before.get(k, 0) for k, n in counts.items()}
+        posts, reruns = ({k: n - before.get(k, 0) for k, n in counts.items()}
                           for counts, before in zip(now, posts_before, strict=True))
         attributed = {k: n for k, n in posts.items() if k and n}
         if attributed or not posts.get(""):
             obs.posts = attributed
-        obs.replayed_posts = {k: n for k, n in replays.items() if n}
+        obs.rerun_posts = {k: n for k, n in reruns.items() if n}
     return obs
 
 

@@ -12,10 +12,10 @@ The harness reads the topics themselves (never the project's metrics as the trut
   (the task's attempts differ from its scored episodes); the metrics of its iteration count
   a different number of episodes than were scored; with a replay processor in the run, the
   samples it published for the episode are not exactly those of its training-eligible steps
-  (processors.replay_decisions; a sample re-published under its own id after a kill is fine:
+  (processors.replay_buffer.decisions; a sample re-published under its own id after a kill is fine:
   readers deduplicate by sample_id, and the table counts them as republished samples);
 - ended early: any termination other than `answer` (the teacher answers every task);
-- replayed posts: form posts re-sent, marked X-WebGym-Replay, while a resumed episode's page
+- re-run posts: form posts re-sent, marked X-WebGym-Rerun, while a resumed episode's page
   was rebuilt, or sent again under an idempotency key already seen (X-WebGym-Step: the one
   action a killed owner ran without publishing its result); not counted as side effects of
   the episode, but a real site that ignores the key would see them;
@@ -29,20 +29,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from webgym_common.deadletters import Letter
+
 
 @dataclass(frozen=True)
 class Completion:
     termination: str
     reason: str | None
-
-
-@dataclass(frozen=True)
-class Letter:
-    source_topic: str
-    source_partition: int
-    source_offset: int
-    error: str
-    group: str | None
 
 
 @dataclass
@@ -57,7 +50,7 @@ class Observed:
     metrics_episodes: dict[int, int] = field(default_factory=dict)  # iteration -> episodes
     scored_iteration: dict[str, int] = field(default_factory=dict)
     posts: dict[str, int] | None = None  # None: the sandbox could not attribute posts
-    replayed_posts: dict[str, int] = field(default_factory=dict)  # re-sent on resume
+    rerun_posts: dict[str, int] = field(default_factory=dict)  # re-sent on resume
     expected_posts: dict[str, int] = field(default_factory=dict)  # task -> posts once
     dlq: list[Letter] = field(default_factory=list)
     # With a replay processor: episode -> the sample ids due (its eligible steps) / published.
@@ -74,7 +67,7 @@ class Tally:
     wrong: int
     ended_early: Counter[str]
     dlq: int
-    replayed_posts: int = 0
+    rerun_posts: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -203,19 +196,19 @@ def tally(scenario: str, observed: Observed, allowed_dlq: int = 0) -> Tally:
     if observed.samples_due is not None:
         notes.append(f"replay: {sum(map(len, observed.samples_due.values()))} samples due, "
                      f"{republished_samples(observed)} re-published under their own id")
-    replayed = observed.replayed_posts
-    if replayed:
-        notes.append(f"{sum(replayed.values())} form posts re-sent as replays by "
-                     f"{len(replayed)} resumed episodes, e.g. {_short(replayed, 2)}")
+    reruns = observed.rerun_posts
+    if reruns:
+        notes.append(f"{sum(reruns.values())} form posts re-sent as re-runs by "
+                     f"{len(reruns)} resumed episodes, e.g. {_short(reruns, 2)}")
     dlq = len(observed.dlq)
     if dlq > allowed_dlq:
-        errors = Counter(f"{d.group}: {d.error[:70]}" for d in observed.dlq)
+        errors = Counter(f"{d.consumer_group}: {d.error[:70]}" for d in observed.dlq)
         notes.append(f"{dlq} dead letters, e.g. " + "; ".join(
             f"{n}× {e}" for e, n in errors.most_common(2)))
     return Tally(
         scenario=scenario, episodes=len(requested), lost=len(no_end | no_score),
         duplicated=len(twice_done | twice_scored), wrong=len(wrong), ended_early=early,
-        dlq=dlq, replayed_posts=sum(replayed.values()), notes=notes,
+        dlq=dlq, rerun_posts=sum(reruns.values()), notes=notes,
     )
 
 
@@ -243,13 +236,13 @@ def moment(kind: str, seed: int, episodes: int, in_flight: int) -> Moment:
 # -- the table ---------------------------------------------------------------------------
 
 COLUMNS = ("scenario", "episodes", "lost", "duplicated", "wrong", "ended early", "dlq",
-           "replayed posts", "time")
+           "re-run posts", "time")
 
 
 def row(t: Tally) -> tuple[str, ...]:
     early = ", ".join(f"{n} {k}" for k, n in sorted(t.ended_early.items())) or "0"
     return (t.scenario, str(t.episodes), str(t.lost), str(t.duplicated), str(t.wrong), early,
-            str(t.dlq), str(t.replayed_posts), f"{t.seconds:.0f}s")
+            str(t.dlq), str(t.rerun_posts), f"{t.seconds:.0f}s")
 
 
 def markdown(tallies: Iterable[Tally], header: Mapping[str, str] | None = None) -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from tests.chaos.outcomes import (
     Completion,
-    Letter,
     Observed,
     Tally,
     markdown,
     moment,
     tally,
 )
+from webgym_common.deadletters import Letter
 
 ANSWER = Completion("answer", None)
 
@@ -68,7 +68,7 @@ def test_side_effects_twice_are_wrong_but_fewer_after_an_early_end_are_not() -> 
     o = clean()
     e0, e1, e2 = sorted(o.episode_task)[:3]
     assert o.posts is not None
-    o.posts[e0] = 2  # a replayed post
+    o.posts[e0] = 2  # a re-run post
     o.posts[e1] = 0  # answered without posting: not what the reference actions do
     o.posts[e2] = 0
     o.completed[e2] = [Completion("crashed", "MinIO unreachable")]  # ended early: fine
@@ -118,16 +118,17 @@ def test_an_early_end_needs_a_reason() -> None:
     assert "side effects not checked" in " ".join(t.notes)
 
 
-def test_replayed_posts_are_reported_apart_from_the_episode_s_own() -> None:
+def test_rerun_posts_are_reported_apart_from_the_episode_s_own() -> None:
     o = clean()
-    o.replayed_posts = {sorted(o.episode_task)[0]: 2}
+    o.rerun_posts = {sorted(o.episode_task)[0]: 2}
     t = tally("s", o)
-    assert t.wrong == 0 and t.replayed_posts == 2 and "re-sent as replays" in t.notes[-1]
+    assert t.wrong == 0 and t.rerun_posts == 2 and "re-sent as re-runs" in t.notes[-1]
 
 
 def test_dead_letters_are_counted_and_explained() -> None:
     o = clean()
-    o.dlq = [Letter("c.observations", 0, 5, "no EpisodeRequested arrived in time", "policy")]
+    o.dlq = [Letter("c.observations", 0, 5, "no EpisodeRequested arrived in time", "policy",
+                    10, "2026-01-01T00:00:00+00:00")]
     t = tally("s", o)
     assert t.dlq == 1 and not t.clean and "no EpisodeRequested" in t.notes[-1]
 

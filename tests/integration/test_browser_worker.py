@@ -161,7 +161,7 @@ async def test_a_worker_dying_mid_episode_hands_it_to_another(
 
         second = start_worker(2)
         await wait_until_owning(second)
-        # The new owner replays the log: the episode continues where it was.
+        # The new owner reruns the log: the episode continues where it was.
         after = await ep.act("Scroll [WINDOW] [up]", wait_s=90)
         assert after.worker_id != before.worker_id
         assert after.step == before.step + 1 and "q=phone" in after.url
@@ -257,7 +257,7 @@ async def test_a_killed_worker_never_runs_an_ended_episode_again(
         first.kill()  # no goodbye: holds, commits and the in-memory finished set are gone
         second = start_worker(8)
         await wait_until_owning(second)
-        # The episodes in flight are resumed by replay and go on where they were.
+        # The episodes in flight are resumed by rerun and go on where they were.
         afters = await asyncio.gather(*(h.act("Scroll [WINDOW] [down]", wait_s=180)
                                         for h in holders))
         assert all("q=phone" in a.url and a.step == 2 for a in afters)
@@ -267,7 +267,7 @@ async def test_a_killed_worker_never_runs_an_ended_episode_again(
 
         counts = await completions_per_episode(settings, producer, holders + finishers)
         assert counts == {e.episode_id: 1 for e in holders + finishers}
-        # Nothing of an ended episode ran again: no replayed step, no second form post.
+        # Nothing of an ended episode ran again: no re-run step, no second form post.
         assert [f.duplicates for f in finishers] == [0] * 8
         assert [await posts_of(settings, f.episode_id) for f in finishers] == [1] * 8
     finally:

@@ -1,6 +1,6 @@
 """Regenerate ``sandbox_tasks.jsonl`` (the 69 hand-written tasks) and
 ``generated_tasks.jsonl`` (the template-generated suites with train/test/ood splits, see
-``infra.sandbox.tasks.generated``): ``python -m infra.sandbox.tasks.build_tasks``.
+``infra.sandbox.tasks.generators``): ``python -m infra.sandbox.tasks.build_tasks``.
 
 Answers are computed from the same data modules the sandbox server renders, so the files
 stay consistent with the sites as long as they are rebuilt after a data change.
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.sandbox.tasks import forum_tasks, hostile_tasks, shop_tasks, travel_tasks, wiki_tasks
-from infra.sandbox.tasks.generated.build import generated_tasks
+from infra.sandbox.tasks.generators.build import generated_tasks
 
 OUTPUT = Path(__file__).with_name("sandbox_tasks.jsonl")
 GENERATED_OUTPUT = Path(__file__).with_name("generated_tasks.jsonl")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from consumers.webgym_layout import same_as_next, webgym_path, webgym_task, webgym_trajectory
-from tests.unit.processors.test_rescore import episode_events, log_of
+from tests.unit.processors.reprocess.test_rescore import episode_events, log_of
 from tests.unit.scored import scored
 from webgym_common.events import EpisodeRequested, StepObserved
 

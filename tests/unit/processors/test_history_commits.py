@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from aiokafka import TopicPartition
 from aiokafka.errors import CommitFailedError
 
-from processors.history import Catalog, Ownership, fold, fold_events, refusal
+from processors.history import Catalog, fold, fold_events, refusal
 from tests.unit.scored import scored
-from webgym_common.bus import Received
+from webgym_common.bus import Ownership, Received
 from webgym_common.events import Event, TaskHistory
 from webgym_common.history import JUDGE_FAILED
 
@@ -66,7 +66,7 @@ async def test_the_fold_survives_a_commit_timeout_and_a_failed_commit() -> None:
     async def rebuild() -> dict[str, TaskHistory]:
         return {}
 
-    await fold_events(consumer, producer, Ownership(), rebuild, catalog_of("task-1"),  # type: ignore[arg-type]
+    await fold_events(consumer, producer, Ownership("history"), rebuild, catalog_of("task-1"),  # type: ignore[arg-type]
                       commit_timeout_s=0.05)
     assert consumer.commits == [0, 1, 2]  # every event was folded, then committed
     assert [(h.attempts, h.successes) for h in producer.published] == [(1, 1), (2, 1), (3, 2)]
@@ -107,7 +107,7 @@ async def test_refused_scores_are_dead_lettered_committed_and_not_counted() -> N
         return {}
 
     catalog = Catalog(load)
-    await fold_events(consumer, producer, Ownership(), rebuild, catalog,  # type: ignore[arg-type]
+    await fold_events(consumer, producer, Ownership("history"), rebuild, catalog,  # type: ignore[arg-type]
                       commit_timeout_s=0.05)
     # task-2 was loaded after the first read, but within CATALOG_REFRESH_S: not read again.
     assert [o for o, _ in consumer.refused] == [1, 2] and len(loads) == 1

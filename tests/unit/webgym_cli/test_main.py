@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from webgym_cli.main import app
 
 TOP = ["rollout", "run", "curve", "drive", "export", "eval", "monitor", "envserver", "pipeline",
-       "infra", "topics", "worker", "sandbox", "tasks", "replay", "demos"]
+       "infra", "topics", "worker", "sandbox", "tasks", "reprocess", "demos"]
 GROUPS = {
     "infra": ["up", "prepare", "status", "down"],
     "topics": ["create", "list"],
@@ -19,7 +19,7 @@ GROUPS = {
                "model-loader"],
     "sandbox": ["up"],
     "tasks": ["load"],
-    "replay": ["rescore", "refilter", "export"],
+    "reprocess": ["rescore", "refilter", "export"],
     "demos": ["build"],
 }
 

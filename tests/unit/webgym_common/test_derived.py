@@ -1,4 +1,4 @@
-"""Derived topics: `webgym replay` never writes one of the pipeline's own topics."""
+"""Derived topics: `webgym reprocess` never writes one of the pipeline's own topics."""
 
 from __future__ import annotations
 

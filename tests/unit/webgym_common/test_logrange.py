@@ -1,4 +1,4 @@
-"""Range selection for `webgym replay`: bounds, iteration lists, one partition's span."""
+"""Range selection for `webgym reprocess`: bounds, iteration lists, one partition's span."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from consumers.monitor.app import Monitor
+from consumers.monitor.hub import Monitor
 from consumers.monitor.pages import make_app
 from consumers.monitor.plots import metrics_png
 from consumers.monitor.state import View

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from consumers.monitor.app import Monitor
+from consumers.monitor.hub import Monitor
 from consumers.monitor.pages import make_app
 from consumers.monitor.state import View
 from tests.factories import sample_event

@@ -18,7 +18,7 @@ from infra.sandbox.posts import (
     POST_BUTTONS,
     POST_FIELDS,
     POSTS_PATH,
-    REPLAY_HEADER,
+    RERUN_HEADER,
     STEP_HEADER,
     PostCounter,
     reference_posts,
@@ -51,19 +51,19 @@ async def test_every_post_is_counted_under_its_episode(client: httpx.AsyncClient
     await client.post("/shop/cart/add", data={}, headers=episode("e2"))
     await client.post("/forum/login", data={"username": "bob"})  # no header
     await client.get("/shop/", headers=episode("e3"))  # GETs are not side effects
-    # A step re-executed to rebuild a resumed episode is counted apart, as a replay.
+    # A step re-executed to rebuild a resumed episode is counted apart, as a rerun.
     await client.post("/forum/login", data={"username": "alice"},
-                      headers={**episode("e2"), REPLAY_HEADER: "1"})
+                      headers={**episode("e2"), RERUN_HEADER: "1"})
 
     counts = (await client.get(POSTS_PATH)).json()
-    assert counts == {"posts": {"e1": 2, "e2": 2, "": 1}, "replays": {"e2": 1}}
+    assert counts == {"posts": {"e1": 2, "e2": 2, "": 1}, "reruns": {"e2": 1}}
     one = (await client.get(POSTS_PATH, params={"episode": "e1"})).json()
-    assert one == {"episode": "e1", "posts": 2, "replays": 0, "forms": ["/shop/cart/add"] * 2}
+    assert one == {"episode": "e1", "posts": 2, "reruns": 0, "forms": ["/shop/cart/add"] * 2}
     two = (await client.get(POSTS_PATH, params={"episode": "e2"})).json()
-    assert two["posts"] == 2 and two["replays"] == 1
-    assert two["forms"][-1] == "replay /forum/login"
+    assert two["posts"] == 2 and two["reruns"] == 1
+    assert two["forms"][-1] == "rerun /forum/login"
     none = (await client.get(POSTS_PATH, params={"episode": "unknown"})).json()
-    assert none == {"episode": "unknown", "posts": 0, "replays": 0, "forms": []}
+    assert none == {"episode": "unknown", "posts": 0, "reruns": 0, "forms": []}
 
 
 async def test_a_repeated_idempotency_key_is_a_re_send(client: httpx.AsyncClient) -> None:
@@ -73,8 +73,8 @@ async def test_a_repeated_idempotency_key_is_a_re_send(client: httpx.AsyncClient
         await client.post("/forum/login", data=form,
                           headers={**episode("e7"), STEP_HEADER: step})
     one = (await client.get(POSTS_PATH, params={"episode": "e7"})).json()
-    assert (one["posts"], one["replays"]) == (2, 1)
-    assert one["forms"] == ["/forum/login", "replay /forum/login", "/forum/login"]
+    assert (one["posts"], one["reruns"]) == (2, 1)
+    assert one["forms"] == ["/forum/login", "rerun /forum/login", "/forum/login"]
 
 
 def test_the_counter_forgets_the_oldest_episode_beyond_its_bound() -> None:

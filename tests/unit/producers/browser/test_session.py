@@ -1,4 +1,4 @@
-"""An episode is stopped wherever it is; requests carry its id; replayed steps say so."""
+"""An episode is stopped wherever it is; requests carry its id; re-run steps say so."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from producers.browser.session import (
     EpisodeAborted,
     EpisodeSession,
     episode_headers,
-    is_replay,
+    is_rerun,
     keep_action,
 )
 from tests.factories import sample_event
@@ -19,15 +19,15 @@ from webgym_common.events import ActionChosen
 
 
 def test_a_step_is_a_replay_when_a_later_action_exists() -> None:
-    assert not is_replay(3, [])
-    assert not is_replay(3, [3])
-    assert is_replay(3, [3, 4])
+    assert not is_rerun(3, [])
+    assert not is_rerun(3, [3])
+    assert is_rerun(3, [3, 4])
 
 
 def test_headers_name_the_episode_and_mark_replays() -> None:
     assert episode_headers("ep-1") == {"X-WebGym-Episode": "ep-1"}
-    assert episode_headers("ep-1", replay=True) == {
-        "X-WebGym-Episode": "ep-1", "X-WebGym-Replay": "1"}
+    assert episode_headers("ep-1", rerun=True) == {
+        "X-WebGym-Episode": "ep-1", "X-WebGym-Rerun": "1"}
     assert episode_headers("ep-1", step_key="e9f1:4") == {
         "X-WebGym-Episode": "ep-1", "X-WebGym-Step": "e9f1:4"}
 

@@ -15,7 +15,7 @@ import pytest
 from aiokafka import TopicPartition
 
 from processors.policy.policies import prompt_blob
-from processors.replay import replay_scored_episodes
+from processors.replay_buffer.app import replay_scored_episodes
 from tests.factories import sample_event
 from tests.support.launch import PipelineProcess
 from webgym_common.bus import EventConsumer, EventProducer, Received

@@ -7,7 +7,7 @@ import re
 
 from infra.sandbox import forum_data as d
 from infra.sandbox.tasks.common import Action, answer, button, link, type_
-from infra.sandbox.tasks.generated.draft import Draft
+from infra.sandbox.tasks.generators.draft import Draft
 
 DEMO_USERS = sorted(d.PASSWORDS)  # alice, bob, carol: the accounts that can log in
 PUBLIC = [t for t in d.THREADS if t.board not in d.PRIVATE_BOARDS]

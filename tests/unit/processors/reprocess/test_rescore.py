@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from processors.agreement import Provenance, agreement, cohen_kappa
 from processors.evaluator.judge import LlmJudge
-from processors.rescore import (
+from processors.reprocess.agreement import Provenance, agreement, cohen_kappa
+from processors.reprocess.rescore import (
     episode_of,
     keypoint_steps,
     prompt_version,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from infra.sandbox import wiki_data as d
 from infra.sandbox.tasks.common import Action, answer, go_back, link, type_
-from infra.sandbox.tasks.generated.draft import Draft
+from infra.sandbox.tasks.generators.draft import Draft
 
 _ONE_LINK = re.compile(r"^\[\[([^\]|]+)\]\]$")
 # Plain (unlinked) infobox labels as a question names them.

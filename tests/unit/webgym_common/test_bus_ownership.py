@@ -1,4 +1,4 @@
-"""A history worker rebuilds its state whenever partitions come in, and says it is ready once."""
+"""Ownership (bus.py): a member rebuilds its state whenever partitions come in; ready once."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from aiokafka import TopicPartition
 
-from processors.history import Ownership
+from webgym_common.bus import Ownership
 from webgym_common.lifecycle import READY_FILE_ENV
 
 
@@ -16,7 +16,7 @@ async def test_every_assignment_makes_the_state_stale(
 ) -> None:
     ready = tmp_path / "ready"
     monkeypatch.setenv(READY_FILE_ENV, str(ready))
-    ownership = Ownership()
+    ownership = Ownership("history")
     assert ownership.stale  # nothing is folded before the first rebuild
     await ownership.on_partitions_assigned(set())  # joined, with nothing to fold yet
     assert ready.read_text() == "history owns 0 partitions\n"

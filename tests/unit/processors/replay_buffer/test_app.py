@@ -12,8 +12,8 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaConnectionError
 from minio.error import S3Error
 
-from processors import replay
-from processors.replay import Replayer, replay_events, transient
+from processors.replay_buffer import app as replay
+from processors.replay_buffer.app import Replayer, replay_events, transient
 from tests.unit.scored import scored
 from webgym_common.bus import EventProducer, Received
 from webgym_common.codec import Codec

@@ -10,7 +10,7 @@ from itertools import pairwise
 from infra.sandbox import shop_data as d
 from infra.sandbox.layout import money
 from infra.sandbox.tasks.common import Action, answer, button, link, number, type_
-from infra.sandbox.tasks.generated.draft import Draft
+from infra.sandbox.tasks.generators.draft import Draft
 
 NOUN = {"laptops": "laptop", "phones": "phone", "headphones": "headphones",
         "cameras": "camera", "monitors": "monitor", "keyboards": "keyboard"}

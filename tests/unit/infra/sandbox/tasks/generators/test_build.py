@@ -11,8 +11,8 @@ from collections import Counter
 from typing import Any
 
 from infra.sandbox.app import GENERATED_TASKS_FILE
-from infra.sandbox.tasks.generated import splits
-from infra.sandbox.tasks.generated.build import generated_tasks, summary_table
+from infra.sandbox.tasks.generators import splits
+from infra.sandbox.tasks.generators.build import generated_tasks, summary_table
 from webgym_common.config import Split, Suite
 from webgym_common.tasks import band_of, max_steps_for, parse_task_line, read_task_file, suite_of
 

@@ -2,7 +2,7 @@
 
 Delivery: at-least-once in, at-least-once out under deterministic ids. Consume
 EpisodeScored (webgym.episodes.scored) in the replay group, keep the steps WebGym would
-train on (processors.replay_decisions), fetch each one's stored prompt from the object
+train on (processors.replay_buffer.decisions), fetch each one's stored prompt from the object
 store and publish a ReplaySample keyed by its sample_id (episode:step) to webgym.replay;
 the scored offset is committed, in order, only after every sample of the episode is
 published. A crash between the publish and the commit publishes the episode's samples
@@ -28,13 +28,11 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 import urllib3
-from aiokafka import TopicPartition
-from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from minio.error import S3Error
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
-from processors.replay_decisions import (
+from processors.replay_buffer.decisions import (
     KeptStep,
     PromptError,
     chat_messages,
@@ -44,12 +42,13 @@ from processors.replay_decisions import (
 from webgym_common.bus import (
     EventConsumer,
     EventProducer,
+    Ownership,
     Received,
     commit_bounded,
 )
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, ReplaySample
-from webgym_common.lifecycle import mark_ready, run_until_signalled
+from webgym_common.lifecycle import run_until_signalled
 from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
 from webgym_common.topics import Group, Topic, group_id
 
@@ -128,28 +127,11 @@ class Replayer:
             return f"step {kept.step}: prompt {uri} is unusable: {err}"
 
 
-class Ready(ConsumerRebalanceListener):
-    """Marks the process ready once the group has given it its partitions."""
-
-    def __init__(self) -> None:
-        self.joined = False
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        pass  # each episode is published before its commit: nothing to hand over
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        log.info("replay worker owns %s", sorted(f"{tp.topic}[{tp.partition}]"
-                                                 for tp in assigned))
-        if not self.joined:
-            self.joined = True
-            mark_ready(f"replay owns {len(assigned)} partitions")
-
-
 async def replay_scored_episodes(settings: Settings) -> None:
     group = group_id(settings.kafka, Group.REPLAY)
     async with EventProducer(settings, client_id="replay") as producer:
         consumer = EventConsumer(settings, [Topic.EPISODES_SCORED], group, producer,
-                                 client_id="replay", listener=Ready())
+                                 client_id="replay", listener=Ownership("replay"))
         async with consumer:
             replayer = Replayer(settings.replay, ObjectStore(settings.s3), producer, group)
             await replay_events(consumer, replayer, settings.kafka.request_timeout_ms / 1000)

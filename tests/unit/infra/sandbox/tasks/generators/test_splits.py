@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.sandbox.tasks.generated import splits
+from infra.sandbox.tasks.generators import splits
 from webgym_common.config import Split
 
 TEST = "product:Cobalt Pulse 311"  # a held-out entity (sha256-based: stable across runs)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from processors.replay_decisions import episode_label, training_steps
+from processors.replay_buffer.decisions import episode_label, training_steps
 from tests.unit.scored import scored
 from webgym_common.config import ReplaySettings
 from webgym_common.events import EpisodeScored, TrajectoryStep

@@ -1,4 +1,4 @@
-"""`webgym replay rescore`: past episodes scored again by a chosen judge, into a new topic.
+"""`webgym reprocess rescore`: past episodes scored again by a chosen judge, into a new topic.
 
 Delivery: exactly once per episode per run, resumable when killed. The run is its target
 topic (a new topic, created like webgym.episodes.scored; never the pipeline's own). At start
@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from processors.agreement import Agreement, Provenance, agreement
 from processors.evaluator import judge as llm_judge
 from processors.evaluator.decisions import scored_event, scored_key, trajectory_error
 from processors.evaluator.reward import (
@@ -47,6 +46,7 @@ from processors.evaluator.trajectory import (
     observation_record,
     request_record,
 )
+from processors.reprocess.agreement import Agreement, Provenance, agreement
 from webgym_common.bus import EventProducer
 from webgym_common.config import EvaluatorSettings, JudgeKind, Settings
 from webgym_common.derived import DerivedWriter, create_derived, written

@@ -1,10 +1,10 @@
-"""`webgym replay rescore | refilter | export`: a range of the log, read again.
+"""`webgym reprocess rescore | refilter | export`: a range of the log, read again.
 
 A range is `--from/--to` (an offset in every partition, or an ISO timestamp; --to
 exclusive) and `--iterations` ("0,2-4"). Rescore and refilter write a new topic
 (`--to-topic`, created like the topic it derives from; never the pipeline's own) exactly once
 per episode / sample, and resume when run again after a kill; export writes files. The work
-is in processors.rescore, processors.refilter and consumers.webgym_layout.
+is in processors.reprocess.rescore, processors.reprocess.refilter and consumers.webgym_layout.
 """
 
 from __future__ import annotations
@@ -93,9 +93,9 @@ def rescore_command(
         "(default 256 with the rules, 16 with the LLM judge)."),
 ) -> None:
     """Score past episodes again with a judge, into a new topic; report the agreement."""
-    from processors.agreement import report_dict, report_markdown
     from processors.evaluator.judge import make_judge
-    from processors.rescore import provenance, rescore
+    from processors.reprocess.agreement import report_dict, report_markdown
+    from processors.reprocess.rescore import provenance, rescore
 
     settings = settings_with(evaluator={"judge": judge, "model": judge_model})
     rng = log_range(start, end, iterations)
@@ -155,7 +155,7 @@ def refilter_command(
 ) -> None:
     """Build a new replay set from the scored history with the given filters."""
     from consumers.trainer.draw import draw
-    from processors.refilter import Filters, refilter
+    from processors.reprocess.refilter import Filters, refilter
     from webgym_common.topics import Topic
 
     settings = settings_with()
@@ -192,7 +192,7 @@ def export_command(
     """Iteration files: Avro containers (zstandard) and WebGym's trajectory layout."""
     from consumers.archiver import default_out_dir
     from consumers.webgym_layout import export_range
-    from processors.rescore import keypoint_steps
+    from processors.reprocess.rescore import keypoint_steps
 
     settings = settings_with()
     rng = log_range(start, end, iterations)

@@ -3,7 +3,7 @@ filters given, oldest first."""
 
 from __future__ import annotations
 
-from processors.refilter import Filters, candidates, first_scores, sample_key
+from processors.reprocess.refilter import Filters, candidates, first_scores, sample_key
 from tests.unit.scored import scored
 from webgym_common.config import load_settings
 from webgym_common.events import EpisodeScored, TrajectoryStep

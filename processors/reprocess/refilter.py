@@ -1,4 +1,4 @@
-"""`webgym replay refilter`: a new replay set from the scored history, with any filters.
+"""`webgym reprocess refilter`: a new replay set from the scored history, with any filters.
 
 Delivery: exactly once per sample per run, resumable when killed. The run is its target
 topic (new, created like webgym.replay). At start the target is read to its end and the
@@ -6,9 +6,9 @@ samples already there are skipped; samples go out in Kafka transactions of a pro
 fenced by the target's name (webgym_common.derived). The selection is a pure function of
 the range, the filters and the seed, so a restarted run selects the same samples.
 
-Consume: EpisodeScored over the range (webgym.episodes.scored, or a topic `webgym replay
+Consume: EpisodeScored over the range (webgym.episodes.scored, or a topic `webgym reprocess
 rescore` wrote), the first score of each episode, in log order. Decide: the replay
-processor's own rules (processors.replay_decisions.training_steps) with the filters given
+processor's own rules (processors.replay_buffer.decisions.training_steps) with the filters given
 (success only, same screenshot, failures kept); then `select` (the CLI passes the trainer's
 recency-biased draw, consumers/trainer/draw.py) picks among the eligible steps, oldest
 first. Publish: each picked step's ReplaySample (its prompt read from the object store, as
@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from processors.replay import BlobStore, Replayer
-from processors.replay_decisions import KeptStep, sample_id, training_steps
+from processors.replay_buffer.app import BlobStore, Replayer
+from processors.replay_buffer.decisions import KeptStep, sample_id, training_steps
 from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.derived import DerivedWriter, create_derived, written

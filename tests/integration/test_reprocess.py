@@ -1,4 +1,4 @@
-"""`webgym replay rescore | refilter | export` on a scored history in the real broker and MinIO.
+"""`webgym reprocess rescore | refilter | export` on a scored history in the real broker and MinIO.
 
 The history is published as the pipeline publishes it: each episode's request, observed steps,
 actions (prompts stored in MinIO) and completion, then its score (some scores disagree with
@@ -15,11 +15,11 @@ import pytest
 
 from consumers.webgym_layout import export_range
 from processors.evaluator.reward import RULES_VERSION
-from processors.refilter import Filters, refilter
-from processors.rescore import score_episode
+from processors.reprocess.refilter import Filters, refilter
+from processors.reprocess.rescore import score_episode
 from tests.integration.test_evaluator import answered_tasks, publish_all
 from tests.support.launch import PipelineProcess
-from tests.unit.processors.test_rescore import RULES, log_of
+from tests.unit.processors.reprocess.test_rescore import RULES, log_of
 from webgym_common.actions import format_action, parse_action
 from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.codec import read_container
@@ -108,7 +108,7 @@ async def test_rescore_writes_a_new_topic_with_provenance_and_reports_the_flips(
     ids = await publish_history(settings, producer, 12, flipped={1, 3})
     target = f"{settings.kafka.topic_prefix}.rescored.rules"
     report = tmp_path / "agreement"
-    proc = PipelineProcess(settings, ["replay", "rescore", "--to-topic", target, "--iterations",
+    proc = PipelineProcess(settings, ["reprocess", "rescore", "--to-topic", target, "--iterations",
                                       "1", "--report", str(report)], tmp_path / "rescore.log")
     assert await finished(proc) == 0, proc.log_text()
     new = [e for e in await count_topic(settings, producer, target)
@@ -124,7 +124,7 @@ async def test_rescore_writes_a_new_topic_with_provenance_and_reports_the_flips(
     assert "Cohen's kappa" in proc.log_text()
     # The original history is untouched.
     assert len(await count_topic(settings, producer, Topic.EPISODES_SCORED)) == 12
-    refused = PipelineProcess(settings, ["replay", "rescore", "--to-topic",
+    refused = PipelineProcess(settings, ["reprocess", "rescore", "--to-topic",
                                          f"{settings.kafka.topic_prefix}.episodes.scored"],
                               tmp_path / "refused.log")
     assert await finished(refused) != 0 and "pipeline's own" in refused.log_text()
@@ -134,7 +134,7 @@ async def test_a_killed_rescore_resumes_and_writes_each_episode_exactly_once(
         settings: Settings, producer: EventProducer, tmp_path: Path) -> None:
     ids = await publish_history(settings, producer, 300, flipped=set())
     target = f"{settings.kafka.topic_prefix}.rescored.killed"
-    args = ["replay", "rescore", "--to-topic", target, "--batch", "1",
+    args = ["reprocess", "rescore", "--to-topic", target, "--batch", "1",
             "--report", str(tmp_path / "agreement")]
     first = PipelineProcess(settings, args, tmp_path / "first.log")
     async with asyncio.timeout(120):  # kill it once it has written some, not all

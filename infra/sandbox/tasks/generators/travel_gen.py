@@ -8,7 +8,7 @@ from datetime import date, timedelta
 
 from infra.sandbox import travel_data as d
 from infra.sandbox.tasks.common import Action, answer, button, click, link, number, type_
-from infra.sandbox.tasks.generated.draft import Draft
+from infra.sandbox.tasks.generators.draft import Draft
 
 ROUTES = [(o, t) for o in d.CITIES for t in d.CITIES if o != t]
 FLEX_LABEL = f"Flex fare (+€{d.FLEX_EXTRA} per passenger)"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from processors.replay_decisions import (
+from processors.replay_buffer.decisions import (
     KeptStep,
     PromptError,
     chat_messages,
