@@ -34,12 +34,12 @@ from producers.browser.execute import execute
 from producers.browser.observe import observe
 from tests.support.hand_fed import HandFedEpisode
 from tests.support.launch import BrowserWorkerProcess
-from webgym_common.actions import format_action
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventProducer
+from webgym_common.agent.actions import format_action
+from webgym_common.agent.teacher import resolve_reference_action
 from webgym_common.config import Settings, get_settings
 from webgym_common.events import ActionChosen, ReferenceAction
-from webgym_common.teacher import resolve_reference_action
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventProducer
 from webgym_common.topics import Topic
 
 console = Console()

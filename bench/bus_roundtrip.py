@@ -23,11 +23,11 @@ from rich.table import Table
 
 from bench.machine import describe_machine
 from infra import stack
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.codec import Codec
 from webgym_common.config import Settings, get_settings
 from webgym_common.events import Mark, StepObserved, Viewport
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.topics import Topic
 
 console = Console()

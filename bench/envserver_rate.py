@@ -38,10 +38,10 @@ from producers.catalog import load_tasks
 from producers.drive_reference import drive, episode_request
 from tests.support.agentgym_client import AgentGymClient, reference_reply
 from tests.support.launch import BrowserWorkerProcess, PipelineProcess
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import InfraSettings, Settings, load_settings
 from webgym_common.events import EpisodeScored
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.tasks import read_task_file
 from webgym_common.topics import Topic
 

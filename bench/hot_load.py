@@ -33,8 +33,6 @@ from infra import stack
 from infra.vllm_server import model_dir
 from tests.support.launch import PipelineProcess
 from tests.support.lora import adapter_files, upload
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings, get_settings
 from webgym_common.events import (
     ActionChosen,
@@ -47,6 +45,8 @@ from webgym_common.events import (
     utc_now,
 )
 from webgym_common.objectstore import ObjectStore
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.topics import Topic
 
 console = Console()

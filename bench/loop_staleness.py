@@ -27,9 +27,9 @@ from bench.machine import describe_machine
 from infra import pipeline, stack, trainer_env
 from producers.catalog import load_tasks
 from producers.controller.run import rollout
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventProducer
 from webgym_common.config import PolicyKind, Settings, get_settings
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventProducer
 
 console = Console()
 TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")

@@ -34,8 +34,6 @@ from infra import pipeline, stack
 from infra.procs import free_port
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventProducer
 from webgym_common.config import (
     PolicyKind,
     SamplingStrategy,
@@ -45,6 +43,8 @@ from webgym_common.config import (
     settings_env,
 )
 from webgym_common.lifecycle import READY_FILE_ENV
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventProducer
 
 console = Console()
 TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")

@@ -27,9 +27,8 @@ from rich.table import Table
 from bench.machine import describe_machine
 from infra import stack
 from tests.support.launch import PipelineProcess
-from webgym_common.actions import reply_regex
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.agent.actions import reply_regex
+from webgym_common.agent.prompts import EpisodeContext, build_messages
 from webgym_common.config import Settings, get_settings
 from webgym_common.events import (
     ActionChosen,
@@ -40,7 +39,8 @@ from webgym_common.events import (
     Viewport,
     utc_now,
 )
-from webgym_common.prompts import EpisodeContext, build_messages
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.topics import Topic
 
 console = Console()

@@ -34,11 +34,8 @@ from processors.reprocess.agreement import Provenance
 from processors.reprocess.refilter import Filters, refilter
 from processors.reprocess.rescore import rescore, score_episode
 from producers.drive_reference import episode_request
-from webgym_common.actions import format_action, parse_action
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventProducer
+from webgym_common.agent.actions import format_action, parse_action
 from webgym_common.config import Settings, get_settings
-from webgym_common.episode_log import EpisodeLog, collect, select
 from webgym_common.events import (
     ActionChosen,
     EpisodeCompleted,
@@ -49,9 +46,12 @@ from webgym_common.events import (
     Viewport,
     utc_now,
 )
-from webgym_common.kafka_clients import make_consumer
-from webgym_common.logrange import LogRange, spans
+from webgym_common.logrange.bounds import LogRange, spans
+from webgym_common.logrange.episodes import EpisodeLog, collect, select
 from webgym_common.objectstore import ObjectStore
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventProducer
+from webgym_common.stream.kafka_clients import make_consumer
 from webgym_common.topics import Topic, topic_name
 
 console = Console()

@@ -30,11 +30,11 @@ from producers.browser.execute import ActionFailed, execute
 from producers.browser.observe import observe
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventProducer
+from webgym_common.agent.teacher import resolve_reference_action
 from webgym_common.config import Settings, get_settings
 from webgym_common.events import Task
-from webgym_common.teacher import resolve_reference_action
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventProducer
 
 console = Console()
 TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")

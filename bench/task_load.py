@@ -28,9 +28,9 @@ from rich.table import Table
 from bench.machine import describe_machine
 from infra import stack
 from producers.catalog import load_tasks
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventProducer
 from webgym_common.config import get_settings
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventProducer
 from webgym_common.tasks import read_task_file
 
 console = Console()

@@ -30,9 +30,9 @@ from bench.machine import describe_machine  # noqa: E402
 from bench.policy_throughput import MARKS, TASK  # noqa: E402
 from infra import vllm_server  # noqa: E402
 from infra.procs import ManagedProcess, free_port  # noqa: E402
-from webgym_common.actions import reply_regex  # noqa: E402
+from webgym_common.agent.actions import reply_regex  # noqa: E402
+from webgym_common.agent.prompts import EpisodeContext, build_messages  # noqa: E402
 from webgym_common.config import Settings, load_settings  # noqa: E402
-from webgym_common.prompts import EpisodeContext, build_messages  # noqa: E402
 
 console = Console()
 LEVELS = (1, 8, 16)

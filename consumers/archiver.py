@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.codec import write_container
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored
-from webgym_common.readers import batches_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import batches_to_end
 from webgym_common.topics import Topic
 
 

@@ -54,12 +54,12 @@ import httpx
 import urllib3
 from minio.error import S3Error
 
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import Event, ModelServed, ModelVersion
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
-from webgym_common.readers import read_compacted, read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_compacted, read_to_end
 from webgym_common.topics import Topic
 from webgym_common.versions import served_name
 

@@ -2,7 +2,7 @@
 
 Delivery: a file export; nothing is committed, nothing is written to Kafka. Reading is
 group-less (committed records only): the completions in the range, each episode's request,
-steps, actions and first score (webgym_common.episode_log); an episode with no score yet is
+steps, actions and first score (webgym_common.logrange.episodes); an episode with no score yet is
 left out. Files are written whole to a temporary name and renamed, so a killed export leaves
 the previous file or none, never half of one; running it again rewrites the same files.
 
@@ -28,10 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from consumers.archiver import export_path
-from webgym_common.bus import EventProducer
 from webgym_common.codec import write_container
 from webgym_common.config import Settings
-from webgym_common.episode_log import EpisodeLog, read_episodes
 from webgym_common.events import (
     ActionChosen,
     EpisodeRequested,
@@ -39,8 +37,10 @@ from webgym_common.events import (
     StepObserved,
     Task,
 )
-from webgym_common.logrange import LogRange
+from webgym_common.logrange.bounds import LogRange
+from webgym_common.logrange.episodes import EpisodeLog, read_episodes
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
+from webgym_common.stream.bus import EventProducer
 
 Keypoints = Callable[[Sequence[StepObserved]], Collection[int]]  # steps a judge would see
 

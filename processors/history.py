@@ -30,12 +30,12 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Container
 
-from webgym_common.bus import EventConsumer, EventProducer, Ownership, commit_bounded
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, TaskHistory, utc_now
 from webgym_common.history import attempt_level, is_judged, is_success, load_task_history
 from webgym_common.lifecycle import run_until_signalled
-from webgym_common.readers import read_compacted
+from webgym_common.stream.bus import EventConsumer, EventProducer, Ownership, commit_bounded
+from webgym_common.stream.readers import read_compacted
 from webgym_common.topics import Group, Topic, group_id
 from webgym_common.versions import is_demonstration_version
 

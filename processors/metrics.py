@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.metrics import (
@@ -29,7 +28,8 @@ from webgym_common.metrics import (
     publish_changed,
     write_outputs,
 )
-from webgym_common.readers import batches_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import batches_to_end
 from webgym_common.topics import Topic
 
 log = logging.getLogger(__name__)

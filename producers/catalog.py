@@ -19,10 +19,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import Event, Task
-from webgym_common.readers import read_compacted
+from webgym_common.stream.bus import EventProducer
+from webgym_common.stream.readers import read_compacted
 from webgym_common.tasks import BadLine, read_task_file
 from webgym_common.topics import Topic
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from webgym_common.actions import format_action
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.agent.actions import format_action
+from webgym_common.agent.teacher import resolve_reference_action
 from webgym_common.config import Driver, Settings
 from webgym_common.events import (
     ActionChosen,
@@ -24,8 +24,8 @@ from webgym_common.events import (
     Task,
     utc_now,
 )
+from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.tasks import max_steps_for
-from webgym_common.teacher import resolve_reference_action
 from webgym_common.topics import Topic
 
 POLICY_VERSION = "reference"

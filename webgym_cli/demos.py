@@ -31,7 +31,7 @@ def build(
 
     Example: webgym demos build --suite miniwob --limit 100"""
     from producers.controller.demonstrations import build_bank
-    from webgym_common.bus import EventProducer
+    from webgym_common.stream.bus import EventProducer
 
     settings = get_settings()
     suites = None if Suite.ALL in suite else [s.value for s in suite]

@@ -70,7 +70,7 @@ async def _evaluate(settings: Settings, splits: list[Split], suite: Suite, versi
                     ) -> list[EvaluationResult]:
     from producers.controller.evaluate import BASELINE_EVAL_VERSION, evaluate_version
     from producers.controller.rollout import served_now
-    from webgym_common.bus import EventProducer
+    from webgym_common.stream.bus import EventProducer
 
     async with EventProducer(settings, client_id="evaluation") as producer:
         if baseline:  # no model: nothing to check in the model server

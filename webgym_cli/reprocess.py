@@ -33,7 +33,7 @@ ITERATIONS = typer.Option(None, "--iterations", help="Only these iterations: 3, 
 
 
 def log_range(start: str | None, end: str | None, iterations: str | None) -> Any:
-    from webgym_common.logrange import LogRange, RangeError, parse_bound, parse_iterations
+    from webgym_common.logrange.bounds import LogRange, RangeError, parse_bound, parse_iterations
 
     try:
         return LogRange(parse_bound(start), parse_bound(end), parse_iterations(iterations))
@@ -45,7 +45,7 @@ def refused(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A target that must not be written is one line and exit 1, like any known failure."""
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from webgym_common.derived import DerivedTopicError
+        from processors.reprocess.derived import DerivedTopicError
 
         try:
             return fn(*args, **kwargs)

@@ -151,7 +151,7 @@ def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
     from infra.procs import InfraError
     from producers.catalog import run_tasks_load
     from producers.controller.run import rollout
-    from webgym_common.admin import create_topics
+    from webgym_common.stream.admin import create_topics
 
     train, with_vllm = settings.rollout.train, settings.policy.kind == PolicyKind.VLLM
     if train:
@@ -186,7 +186,7 @@ def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
 
 async def _build_bank(settings: Settings, limit: int, suites: list[Suite]) -> None:
     from producers.controller.demonstrations import build_bank
-    from webgym_common.bus import EventProducer
+    from webgym_common.stream.bus import EventProducer
 
     async with EventProducer(settings, client_id="demonstration-bank") as producer:
         result = await build_bank(settings, producer, console, suites=suites, limit=limit)
@@ -204,7 +204,7 @@ def drive_reference(
 ) -> None:
     """Run tasks end to end through Kafka, feeding their reference actions as ActionChosen."""
     from producers.drive_reference import drive, episode_request
-    from webgym_common.bus import EventProducer
+    from webgym_common.stream.bus import EventProducer
     from webgym_common.tasks import read_task_file
 
     settings = get_settings()

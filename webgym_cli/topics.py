@@ -17,7 +17,7 @@ app = typer.Typer(help="Topics from the registry.", no_args_is_help=True)
 @one_line_errors
 def topics_create() -> None:
     """Create every registry topic that is missing (safe to run again)."""
-    from webgym_common.admin import create_topics
+    from webgym_common.stream.admin import create_topics
 
     results = asyncio.run(create_topics(get_settings()))
     for r in results:

@@ -267,7 +267,7 @@ class BrowserSettings(BaseModel):
     settle_s: float = Field(0.3, ge=0, description="quiet time after an action before observing")
     wait_action_s: float = Field(5.0, ge=0, description="how long the Wait action waits")
     max_marks: int = Field(300, ge=1)
-    # The URL policy (webgym_common/urlpolicy.py). Hosts (shell globs, `host` or
+    # The URL policy (producers/browser/urlpolicy.py). Hosts (shell globs, `host` or
     # `host:port`) episodes may visit at all; "*" = any host whose every address is public.
     url_allowlist: list[str] = Field(default_factory=lambda: ["*"])
     # host[:port] globs exempt from the address checks (loopback, private, CGNAT, ULA...):
@@ -316,8 +316,8 @@ class PolicySettings(BaseModel):
     image_transport: ImageTransport = ImageTransport.DATA_URL
     max_element_chars: int = Field(
         800, ge=200,
-        description="the page view's budget in characters (webgym_common.pageview). 800 keeps "
-                    "system + user prompt with 5 history steps + a 60-token reply within the "
+        description="the page view's budget in characters (webgym_common.agent.pageview). 800 "
+                    "keeps system + user prompt with 5 history steps + a 60-token reply within the "
                     "trainer's cutoff_len of 1024 SmolLM2 tokens on the densest pages measured",
     )
     # An observation whose EpisodeRequested has not been read waits until the episodes partition

@@ -14,10 +14,10 @@ controller samples from it.
 
 from __future__ import annotations
 
-from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, TaskHistory
-from webgym_common.readers import read_compacted
+from webgym_common.stream.bus import EventProducer
+from webgym_common.stream.readers import read_compacted
 from webgym_common.topics import Topic
 
 MAX_LEVEL = 5

@@ -44,12 +44,12 @@ from matplotlib.ticker import MaxNLocator
 from rich.console import Console
 from rich.table import Table
 
-from webgym_common.actions import parse_action
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.agent.actions import parse_action
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, Event, IterationClosed, RolloutMetrics
 from webgym_common.history import is_judged, is_success
-from webgym_common.readers import batches_to_end, read_compacted
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import batches_to_end, read_compacted
 from webgym_common.topics import Topic
 from webgym_common.versions import is_demonstration_version
 

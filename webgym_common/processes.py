@@ -40,7 +40,7 @@ class ProcessSpec:
     reads: tuple[Topic, ...]
     writes: tuple[Topic, ...]
     training: bool = False  # runs only when the loop trains (LLaMA-Factory, vLLM)
-    faust: bool = False  # a faust app (tables with changelogs) rather than webgym_common.bus
+    faust: bool = False  # a faust app (tables with changelogs) rather than webgym_common.stream.bus
     asynchronous: bool = True  # entry is a coroutine function (a faust worker runs its own loop)
     scalable: bool = False  # run several: the group shares the partitions among them
 

@@ -192,7 +192,7 @@ def table_owners() -> dict[StateTable, tuple[Group, Topic]]:
 
 
 def faust_apps() -> tuple[Group, ...]:
-    """The groups that are faust apps (the others use webgym_common.bus)."""
+    """The groups that are faust apps (the others use webgym_common.stream.bus)."""
     return Group.POLICY, Group.EVALUATOR
 
 

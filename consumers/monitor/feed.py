@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from webgym_common.admin import admin_client
 from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import Settings
 from webgym_common.events import Event
-from webgym_common.kafka_clients import make_consumer
+from webgym_common.stream.admin import admin_client
+from webgym_common.stream.kafka_clients import make_consumer
 
 log = logging.getLogger(__name__)
 

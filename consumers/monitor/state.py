@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from webgym_common.deadletters import Letter
 from webgym_common.events import (
     ActionChosen,
     DeadLetter,
@@ -42,6 +41,7 @@ from webgym_common.events import (
     TrainingProgress,
 )
 from webgym_common.history import is_success
+from webgym_common.stream.deadletters import Letter
 from webgym_common.tasks import suite_of
 
 RATE_WINDOW_MS = 30_000  # steps/s is over the last 30 s of observations

@@ -55,14 +55,14 @@ from consumers.trainer.decisions import (
 )
 from consumers.trainer.llamafactory import EmptyRunError, write_run
 from consumers.trainer.run import Progress, TrainError, TrainResult, train
-from webgym_common.admin import admin_client
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings, TrainTrigger
 from webgym_common.events import ModelVersion, ReplaySample, TrainingProgress, TrainingState
-from webgym_common.kafka_clients import make_consumer
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
-from webgym_common.readers import any_record, batches_to_end
+from webgym_common.stream.admin import admin_client
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.kafka_clients import make_consumer
+from webgym_common.stream.readers import any_record, batches_to_end
 from webgym_common.topics import Group, Topic, group_id
 
 log = logging.getLogger(__name__)

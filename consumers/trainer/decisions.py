@@ -46,10 +46,10 @@ from aiokafka import TopicPartition
 
 from consumers.trainer.draw import draw, fresh_enough, window
 from consumers.trainer.llamafactory import run_id
-from webgym_common.bus import Received
 from webgym_common.config import Settings, TrainerSettings, TrainTrigger
 from webgym_common.demonstrations import is_bank_sample
 from webgym_common.events import IterationClosed, ModelVersion, ReplaySample
+from webgym_common.stream.bus import Received
 
 POOL_END = "pool_end_ms"  # ModelVersion.metrics: the newest sample time of the run's pool
 

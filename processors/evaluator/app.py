@@ -41,8 +41,8 @@ from processors.evaluator.reward import RULES_VERSION
 from processors.evaluator.scoring import Scorer, Tables
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted
-from webgym_common.faust_app import decode_error, faust_table, faust_topic, make_faust_app
-from webgym_common.reliable import ReliableApp, run_worker
+from webgym_common.stream.faust_app import decode_error, faust_table, faust_topic, make_faust_app
+from webgym_common.stream.reliable import ReliableApp, run_worker
 from webgym_common.topics import Group, Topic, table_owners, topic_name
 
 log = logging.getLogger(__name__)

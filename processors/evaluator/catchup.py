@@ -38,8 +38,8 @@ from faust.types import TP
 
 from processors.evaluator.decisions import lagging
 from webgym_common.config import Settings
-from webgym_common.kafka_clients import make_consumer
-from webgym_common.readers import any_record
+from webgym_common.stream.kafka_clients import make_consumer
+from webgym_common.stream.readers import any_record
 
 log = logging.getLogger(__name__)
 TICK_S = 1.0

@@ -16,14 +16,14 @@ makes them one step with the event's ack:
   the ack. So the next commit carries the ack, the state change and the outputs,
   or a crash aborts all three and the event is handled again.
 - Commits happen in arrival order per partition (`arrived` hands out the place in
-  line): webgym_common.faust_app.InOrderAcks, the project's in-order acks, since
+  line): webgym_common.stream.faust_app.InOrderAcks, the project's in-order acks, since
   faust alone could commit past an event still in flight.
 - In `at_least_once` mode the records are sent and acknowledged before the ack.
 - Effects the producer would refuse (a record over its size limit: a huge field folded
   into a table) are replaced by the event's dead letter before anything is applied or
   acked, so one oversized event cannot crash the agent again after every restart.
 
-`rewind_uncommitted` (webgym_common.faust_app) closes a restart hole for every
+`rewind_uncommitted` (webgym_common.stream.faust_app) closes a restart hole for every
 faust app; it is re-exported here for the evaluator.
 """
 
@@ -37,8 +37,8 @@ from typing import Any, NamedTuple
 
 import faust
 
-from webgym_common.faust_app import InOrderAcks, Ticket, changelog_record
-from webgym_common.faust_app import rewind_uncommitted as rewind_uncommitted
+from webgym_common.stream.faust_app import InOrderAcks, Ticket, changelog_record
+from webgym_common.stream.faust_app import rewind_uncommitted as rewind_uncommitted
 
 log = logging.getLogger(__name__)
 

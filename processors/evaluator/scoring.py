@@ -26,8 +26,8 @@ from processors.evaluator.reward import PAGE_VERSION, Judge, evaluate, scored_by
 from processors.evaluator.trajectory import build_episode, steps_in
 from webgym_common.codec import Codec
 from webgym_common.config import EvaluatorSettings, KafkaSettings
-from webgym_common.deadletters import dead_letter
 from webgym_common.events import EpisodeCompleted, Event, utc_now
+from webgym_common.stream.deadletters import dead_letter
 from webgym_common.topics import Topic, topic_name
 
 log = logging.getLogger("processors.evaluator.app")

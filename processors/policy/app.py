@@ -1,7 +1,7 @@
 """The policy processor (faust): observations in, actions out.
 
 Delivery: exactly one action per step, never lost. An observation is acked after its
-ActionChosen is acknowledged, in arrival order per partition (webgym_common.reliable),
+ActionChosen is acknowledged, in arrival order per partition (webgym_common.stream.reliable),
 so a SIGKILL never commits past an observation still being decided. Before an action
 is published the episode's new entry is written down with the action `pending`
 (contexts.py): a step read again is either undecided (decided now) or its action is
@@ -35,8 +35,8 @@ from processors.policy.retry import retried
 from processors.policy.waiting import RequestWatch, now_ms
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted, EpisodeRequested, StepObserved
-from webgym_common.faust_app import faust_topic, make_faust_app
-from webgym_common.reliable import ReliableApp, run_worker
+from webgym_common.stream.faust_app import faust_topic, make_faust_app
+from webgym_common.stream.reliable import ReliableApp, run_worker
 from webgym_common.topics import Group, Topic, topic_name
 
 log = logging.getLogger(__name__)

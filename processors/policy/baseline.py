@@ -14,10 +14,10 @@ never becomes a replay sample.
 from __future__ import annotations
 
 from processors.policy.policies import Decision
-from webgym_common.actions import ActionKind, format_action
+from processors.policy.replies import ParsedReply
+from webgym_common.agent.actions import ActionKind, format_action
+from webgym_common.agent.prompts import EpisodeContext
 from webgym_common.events import Mark, ParsedAction, StepObserved
-from webgym_common.prompts import EpisodeContext
-from webgym_common.replies import ParsedReply
 from webgym_common.versions import BASELINE_VERSION
 
 
@@ -28,7 +28,7 @@ def is_baseline(ctx: EpisodeContext) -> bool:
 
 def baseline_action(step: int, marks: list[Mark], max_steps: int) -> ParsedAction:
     """Click mark step+1; answer nothing once there is no such mark or at the last step.
-    By mark in either interaction mode, as the teacher acts (webgym_common.teacher): the
+    By mark in either interaction mode, as the teacher acts (webgym_common.agent.teacher): the
     browser executes an action by its own mode, and a mark needs no pixel arithmetic."""
     target = next((m for m in marks if m.index == step + 1), None)
     if target is None or step >= max_steps - 1:

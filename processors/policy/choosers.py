@@ -24,10 +24,10 @@ from processors.policy.policies import (
     refused,
 )
 from processors.policy.retry import retried
+from webgym_common.agent.prompts import EpisodeContext
 from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, StepObserved
 from webgym_common.objectstore import ObjectStore
-from webgym_common.prompts import EpisodeContext
 
 
 class Chooser(StrEnum):

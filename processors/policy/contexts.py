@@ -1,7 +1,7 @@
 """The policy's memory: one entry per episode in a faust table whose changelog is in Kafka.
 
 Delivery: an entry is written down durably (`remember` returns once the broker has
-acknowledged its changelog record, webgym_common.faust_app.put_durably), so whatever
+acknowledged its changelog record, webgym_common.stream.faust_app.put_durably), so whatever
 follows it — an action published, an observation acked — never stands without it.
 The table is co-partitioned with the policy's sources by episode id: a restarted or
 rebalanced processor recovers the entries of the partitions it takes.
@@ -22,7 +22,7 @@ from processors.policy.decisions import (
 from processors.policy.retry import retried
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeRequested
-from webgym_common.faust_app import faust_table, put_durably
+from webgym_common.stream.faust_app import faust_table, put_durably
 from webgym_common.topics import StateTable, Topic, topic_specs
 
 PURGE_EVERY_MS = 60_000

@@ -17,10 +17,10 @@ from enum import StrEnum
 from typing import Any
 
 from processors.policy.policies import Decision
-from webgym_common.actions import format_action
+from webgym_common.agent.actions import format_action
+from webgym_common.agent.prompts import EpisodeContext, StepRecord
 from webgym_common.config import Driver
 from webgym_common.events import ActionChosen, EpisodeRequested, StepObserved
-from webgym_common.prompts import EpisodeContext, StepRecord
 
 ORPHAN = ("no EpisodeRequested for this episode: the episodes partition was read to its end "
           "well after this observation was produced")

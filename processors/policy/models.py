@@ -14,10 +14,10 @@ import asyncio
 import logging
 
 from processors.policy.policies import VllmPolicy
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import Event, ModelServed
-from webgym_common.readers import read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
 from webgym_common.versions import served_name, version_number
 

@@ -14,8 +14,8 @@ from processors.policy.decisions import Pending, published_already
 from webgym_common.codec import Codec
 from webgym_common.config import Settings
 from webgym_common.events import ActionChosen
-from webgym_common.faust_app import faust_topic
-from webgym_common.readers import PartitionLog
+from webgym_common.stream.faust_app import faust_topic
+from webgym_common.stream.readers import PartitionLog
 from webgym_common.topics import Topic
 
 

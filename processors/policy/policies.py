@@ -37,13 +37,13 @@ from openai import (
 from openai.types.chat import ChatCompletionMessageParam
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from webgym_common.actions import format_action, invalid, reply_regex
+from processors.policy.replies import ParsedReply, parse_reply
+from webgym_common.agent.actions import format_action, invalid, reply_regex
+from webgym_common.agent.prompts import PAGE_CHARS, EpisodeContext, build_messages
+from webgym_common.agent.teacher import reference_thought, resolve_reference_action
 from webgym_common.config import PolicySettings, ScreenshotFormat
 from webgym_common.events import ReferenceAction, StepObserved
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
-from webgym_common.prompts import PAGE_CHARS, EpisodeContext, build_messages
-from webgym_common.replies import ParsedReply, parse_reply
-from webgym_common.teacher import reference_thought, resolve_reference_action
 from webgym_common.versions import served_name, version_number
 
 log = logging.getLogger(__name__)

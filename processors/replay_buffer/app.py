@@ -39,17 +39,17 @@ from processors.replay_buffer.decisions import (
     replay_sample,
     training_steps,
 )
-from webgym_common.bus import (
+from webgym_common.config import ReplaySettings, Settings
+from webgym_common.events import EpisodeScored, ReplaySample
+from webgym_common.lifecycle import run_until_signalled
+from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
+from webgym_common.stream.bus import (
     EventConsumer,
     EventProducer,
     Ownership,
     Received,
     commit_bounded,
 )
-from webgym_common.config import ReplaySettings, Settings
-from webgym_common.events import EpisodeScored, ReplaySample
-from webgym_common.lifecycle import run_until_signalled
-from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
 from webgym_common.topics import Group, Topic, group_id
 
 log = logging.getLogger(__name__)

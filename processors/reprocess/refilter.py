@@ -3,7 +3,7 @@
 Delivery: exactly once per sample per run, resumable when killed. The run is its target
 topic (new, created like webgym.replay). At start the target is read to its end and the
 samples already there are skipped; samples go out in Kafka transactions of a producer
-fenced by the target's name (webgym_common.derived). The selection is a pure function of
+fenced by the target's name (processors.reprocess.derived). The selection is a pure function of
 the range, the filters and the seed, so a restarted run selects the same samples.
 
 Consume: EpisodeScored over the range (webgym.episodes.scored, or a topic `webgym reprocess
@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 
 from processors.replay_buffer.app import BlobStore, Replayer
 from processors.replay_buffer.decisions import KeptStep, sample_id, training_steps
-from webgym_common.bus import EventConsumer, EventProducer
+from processors.reprocess.derived import DerivedWriter, create_derived, written
 from webgym_common.config import ReplaySettings, Settings
-from webgym_common.derived import DerivedWriter, create_derived, written
 from webgym_common.events import EpisodeScored, Event, ReplaySample
-from webgym_common.logrange import LogRange, Spans, read_range, records_in
+from webgym_common.logrange.bounds import LogRange, Spans, read_range, records_in
 from webgym_common.objectstore import ObjectStore
+from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.topics import Topic
 
 BATCH = 256  # samples built at once and written in one transaction (a few round trips)

@@ -4,12 +4,12 @@ Delivery: exactly once per episode per run, resumable when killed. The run is it
 topic (a new topic, created like webgym.episodes.scored; never the pipeline's own). At start
 the target is read to its end (committed records only) and every episode already there is
 skipped; new scores go out in Kafka transactions of a producer fenced by the target's name
-(webgym_common.derived), so a killed run's half-written batch is aborted, and a restarted
+(processors.reprocess.derived), so a killed run's half-written batch is aborted, and a restarted
 run writes exactly what is missing. Keys are task ids, as on webgym.episodes.scored, so the
 history and replay folds can read a derived topic as they read the original.
 
 Consume: the completions in the range and each one's request, observations and actions
-(webgym_common.episode_log), and the first score the pipeline gave it. Decide: the trajectory
+(webgym_common.logrange.episodes), and the first score the pipeline gave it. Decide: the trajectory
 is rebuilt with the evaluator's own code (processors.evaluator.trajectory) and scored with
 its own reward (processors.evaluator.reward.evaluate): the rules, or the LLM judge with
 WebGym's structure and strict verdicts (a reply with no verdict line is asked again and then
@@ -47,12 +47,12 @@ from processors.evaluator.trajectory import (
     request_record,
 )
 from processors.reprocess.agreement import Agreement, Provenance, agreement
-from webgym_common.bus import EventProducer
+from processors.reprocess.derived import DerivedWriter, create_derived, written
 from webgym_common.config import EvaluatorSettings, JudgeKind, Settings
-from webgym_common.derived import DerivedWriter, create_derived, written
-from webgym_common.episode_log import EpisodeLog, read_episodes
 from webgym_common.events import EpisodeCompleted, EpisodeScored, Event, StepObserved
-from webgym_common.logrange import LogRange
+from webgym_common.logrange.bounds import LogRange
+from webgym_common.logrange.episodes import EpisodeLog, read_episodes
+from webgym_common.stream.bus import EventProducer
 from webgym_common.topics import Topic
 
 # Episodes judged at once and written in one transaction. A transaction costs a few broker

@@ -2,7 +2,7 @@
 
 The browser is Debian's chromium-headless-shell, never one Playwright downloads. Every
 request and WebSocket of every context goes through the URL policy
-(webgym_common/urlpolicy.py) and a refused one is aborted before it is sent; and every
+(producers/browser/urlpolicy.py) and a refused one is aborted before it is sent; and every
 connection the browser opens goes through the pool's egress proxy (egress.py), which
 applies the same policy to what the routes cannot see (a redirect's next hop, a worker's
 WebSocket) and connects only to the addresses it judged.
@@ -24,8 +24,8 @@ from playwright.async_api import (
 )
 
 from producers.browser.egress import EgressProxy
+from producers.browser.urlpolicy import SOCKET_SCHEMES, UrlPolicy
 from webgym_common.config import BrowserSettings, get_settings
-from webgym_common.urlpolicy import SOCKET_SCHEMES, UrlPolicy
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from producers.browser.routing import offsets_to_commit
-from webgym_common.offsets import OffsetHolds
+from webgym_common.stream.offsets import OffsetHolds
 
 log = logging.getLogger(__name__)
 COMMIT_TIMEOUT_S = 30.0

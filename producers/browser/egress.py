@@ -8,7 +8,7 @@ redirect's next hop, a dedicated worker's WebSocket bypasses `route_web_socket`,
 Chromium resolves a name again when it connects, so a DNS server that answers differently
 the second time (DNS rebinding) could reach a private address. The proxy sees every
 connection the browser makes (the sandbox, allowed as it is, excepted: Chromium's bypass
-list), resolves the name itself, judges every address (webgym_common.urlpolicy) and
+list), resolves the name itself, judges every address (producers.browser.urlpolicy) and
 connects to one of those addresses, never to what another lookup would say. A refused
 connection is answered `403` with the reason, so Chromium fails the request
 (ERR_TUNNEL_CONNECTION_FAILED for https and WebSockets, a 403 for plain http).
@@ -28,7 +28,7 @@ import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from webgym_common.urlpolicy import UrlPolicy, UrlRefused
+from producers.browser.urlpolicy import UrlPolicy, UrlRefused
 
 log = logging.getLogger(__name__)
 

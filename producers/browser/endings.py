@@ -14,8 +14,8 @@ from playwright.async_api import Error as PlaywrightError
 
 from producers.browser.retries import PublishFailed, UploadFailed, describe
 from producers.browser.session import EpisodeAborted, EpisodeSession
+from producers.browser.urlpolicy import UrlRefused
 from webgym_common.events import EpisodeCompleted
-from webgym_common.urlpolicy import UrlRefused
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,12 @@ from producers.browser.session import (
     is_rerun,
     keep_action,
 )
-from webgym_common.bus import EventProducer
+from producers.browser.urlpolicy import check_url
 from webgym_common.config import ScreenshotFormat, Settings
 from webgym_common.events import ActionChosen, StepObserved, Viewport
 from webgym_common.objectstore import ObjectStore
+from webgym_common.stream.bus import EventProducer
 from webgym_common.topics import Topic
-from webgym_common.urlpolicy import check_url
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Carry out one ParsedAction on an episode's page, then wait for the page to settle.
 
-`HANDLERS` maps each kind of the action spec (webgym_common.actions) to the
+`HANDLERS` maps each kind of the action spec (webgym_common.agent.actions) to the
 function that carries it out.
 
 An action that cannot be carried out (no such element, a point off the page, a
@@ -19,10 +19,10 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Locator, Page
 
 from producers.browser.session import EpisodeSession
-from webgym_common.actions import ActionKind, kind_of
+from producers.browser.urlpolicy import UrlPolicy, UrlRefused, check_url
+from webgym_common.agent.actions import ActionKind, kind_of
 from webgym_common.config import BrowserSettings, InteractionMode
 from webgym_common.events import ParsedAction
-from webgym_common.urlpolicy import UrlPolicy, UrlRefused, check_url
 
 
 class ActionFailed(Exception):
@@ -191,7 +191,7 @@ async def _answer(env: _Env, a: ParsedAction) -> str:
 
 Handler = Callable[[_Env, ParsedAction], Awaitable[str]]
 
-# One handler per action of the spec (webgym_common.actions.ACTIONS); a unit test checks.
+# One handler per action of the spec (webgym_common.agent.actions.ACTIONS); a unit test checks.
 HANDLERS: dict[ActionKind, Handler] = {
     ActionKind.CLICK: _click,
     ActionKind.HOVER: _hover,

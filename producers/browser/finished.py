@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
 
 from webgym_common.events import EpisodeCompleted
-from webgym_common.readers import PartitionLog
+from webgym_common.stream.readers import PartitionLog
 from webgym_common.topics import Topic
 
 log = logging.getLogger(__name__)

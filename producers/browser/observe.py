@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 from playwright.async_api import CDPSession, Page
 
+from webgym_common.agent.marks import parse_marks
 from webgym_common.config import BrowserSettings
 from webgym_common.events import Mark
-from webgym_common.marks import parse_marks
 
 # Text that marks an anti-bot wall rather than the site itself.
 BLOCK_PATTERNS = re.compile(

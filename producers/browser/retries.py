@@ -15,8 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from webgym_common.bus import EventProducer
 from webgym_common.events import Event
+from webgym_common.stream.bus import EventProducer
 from webgym_common.topics import Topic
 
 log = logging.getLogger(__name__)

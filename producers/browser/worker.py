@@ -34,14 +34,14 @@ from producers.browser.episode import EpisodeRunner
 from producers.browser.finished import CompletedLog, FinishedEpisodes
 from producers.browser.retries import best_effort
 from producers.browser.session import EpisodeSession
-from webgym_common.bus import EventConsumer, EventProducer, Received
+from producers.browser.urlpolicy import UrlPolicy
 from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, CancelEpisode, EpisodeRequested
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.objectstore import ObjectStore
-from webgym_common.offsets import OffsetHolds
+from webgym_common.stream.bus import EventConsumer, EventProducer, Received
+from webgym_common.stream.offsets import OffsetHolds
 from webgym_common.topics import Group, Topic, group_id
-from webgym_common.urlpolicy import UrlPolicy
 
 log = logging.getLogger(__name__)
 

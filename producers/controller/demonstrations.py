@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from producers.catalog import load_task_catalog
 from producers.controller.iteration import IterationState, Pending
 from producers.controller.rollout import follow, requests_outside_iterations
-from webgym_common.bus import EventProducer
+from webgym_common.agent.prompts import PROMPT_VERSION
 from webgym_common.config import Settings
 from webgym_common.demonstrations import (
     BANK_ITERATION,
@@ -37,7 +37,7 @@ from webgym_common.demonstrations import (
 )
 from webgym_common.events import EpisodeRequested, Task, utc_now
 from webgym_common.history import is_success
-from webgym_common.prompts import PROMPT_VERSION
+from webgym_common.stream.bus import EventProducer
 from webgym_common.tasks import group_of
 from webgym_common.versions import DEMONSTRATION_VERSION
 

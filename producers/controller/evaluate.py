@@ -43,12 +43,12 @@ from producers.catalog import load_task_catalog
 from producers.controller.heldout import per_group_for, stratified_tasks
 from producers.controller.iteration import IterationState, Pending
 from producers.controller.rollout import follow, requests_outside_iterations
-from webgym_common.bus import EventProducer
+from producers.controller.stats import wilson_interval
 from webgym_common.config import Settings, Split, Suite
 from webgym_common.events import EpisodeRequested, EpisodeScored, EvaluationResult, Task, utc_now
 from webgym_common.history import is_judged, is_success
-from webgym_common.readers import read_compacted
-from webgym_common.stats import wilson_interval
+from webgym_common.stream.bus import EventProducer
+from webgym_common.stream.readers import read_compacted
 from webgym_common.tasks import in_split, in_suite, max_steps_for
 from webgym_common.topics import Topic
 from webgym_common.versions import BASELINE_VERSION, version_tag

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from producers.controller.iteration import task_id_of
+from producers.controller.stats import McNemar, mcnemar
 from webgym_common.events import EpisodeScored, EvaluationResult, Task
 from webgym_common.history import is_judged, is_success
-from webgym_common.stats import McNemar, mcnemar
 from webgym_common.tasks import group_of
 
 UNKNOWN_GROUP = "?"  # a task the catalog no longer holds

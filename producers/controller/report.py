@@ -23,8 +23,8 @@ from matplotlib.ticker import MaxNLocator
 
 from producers.controller.evaluate import BASELINE_EVAL_VERSION, version_cell
 from producers.controller.outcomes import GroupRow, TaskOutcome, group_table, paired
+from producers.controller.stats import mcnemar
 from webgym_common.events import EvaluationResult
-from webgym_common.stats import mcnemar
 
 PER_TASK_COLUMNS = ("version", "suite", "split", "group", "task_id", "success")
 PER_GROUP_COLUMNS = ("version", "suite", "split", "group", "successes", "n", "success_rate")

@@ -40,7 +40,6 @@ from producers.controller.iteration import (
     unfinished,
 )
 from producers.controller.sampler import sample_tasks
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import (
     CancelEpisode,
@@ -51,7 +50,8 @@ from webgym_common.events import (
     utc_now,
 )
 from webgym_common.history import load_task_history
-from webgym_common.readers import read_compacted, read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_compacted, read_to_end
 from webgym_common.topics import Topic
 
 TICK_S = 0.5

@@ -25,10 +25,10 @@ from producers.controller.evaluate import BASELINE_EVAL_VERSION, evaluate_versio
 from producers.controller.iteration import IterationState, solved_summary, version_needed
 from producers.controller.rollout import next_iteration, run_iteration, wait_for_version
 from producers.controller.summary import heldout_report
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import RolloutMetrics
 from webgym_common.metrics import default_csv_path, print_metrics, recompute_metrics
+from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.topics import Topic
 
 METRICS_WAIT_S = 30.0

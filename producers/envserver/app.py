@@ -41,8 +41,7 @@ from producers.envserver.envs import (
     task_for_idx,
     to_action,
 )
-from webgym_common.actions import ActionKind, format_action
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.agent.actions import ActionKind, format_action
 from webgym_common.config import Driver, Settings
 from webgym_common.events import (
     ActionChosen,
@@ -55,7 +54,8 @@ from webgym_common.events import (
     utc_now,
 )
 from webgym_common.lifecycle import mark_ready, run_until_signalled
-from webgym_common.readers import read_compacted
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_compacted
 from webgym_common.tasks import max_steps_for
 from webgym_common.topics import Topic
 

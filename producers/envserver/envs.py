@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from webgym_common.actions import ActionKind
+from webgym_common.agent.actions import ActionKind
 from webgym_common.events import (
     EpisodeCompleted,
     EpisodeScored,

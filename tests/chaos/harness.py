@@ -48,7 +48,6 @@ from tests.chaos.outcomes import Completion, Moment, Observed, Tally, tally
 from tests.support.launch import PipelineProcess
 from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import PolicyKind, SamplingStrategy, Settings, settings_env
-from webgym_common.deadletters import Letter
 from webgym_common.events import (
     DeadLetter,
     EpisodeCompleted,
@@ -60,6 +59,7 @@ from webgym_common.events import (
     TaskHistory,
 )
 from webgym_common.lifecycle import READY_FILE_ENV
+from webgym_common.stream.deadletters import Letter
 from webgym_common.topics import Topic, topic_name
 
 log = logging.getLogger("chaos")

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from webgym_common.deadletters import Letter
+from webgym_common.stream.deadletters import Letter
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from tests.chaos.outcomes import (
     moment,
     tally,
 )
-from webgym_common.deadletters import Letter
+from webgym_common.stream.deadletters import Letter
 
 ANSWER = Completion("answer", None)
 

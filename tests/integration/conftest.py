@@ -19,9 +19,9 @@ import pytest_asyncio
 from infra import stack
 from infra.procs import free_port
 from tests.support.launch import BrowserWorkerProcess, PipelineProcess
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventProducer
 from webgym_common.config import InfraSettings, Settings, load_settings
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventProducer
 
 
 def stack_settings(data_dir: str) -> Settings:

@@ -19,12 +19,12 @@ import pytest_asyncio
 
 from tests.support.hand_fed import HandFedEpisode, mark_index
 from tests.support.launch import BrowserWorkerProcess
-from webgym_common.actions import Mode
-from webgym_common.admin import create_topics
-from webgym_common.bus import EventProducer
+from webgym_common.agent.actions import Mode
 from webgym_common.config import Settings
 from webgym_common.events import StepObserved
 from webgym_common.objectstore import ObjectStore
+from webgym_common.stream.admin import create_topics
+from webgym_common.stream.bus import EventProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

@@ -14,11 +14,11 @@ from aiokafka.partitioner import DefaultPartitioner
 from producers.drive_reference import drive, episode_request
 from tests.support.hand_fed import HandFedEpisode, mark_index, watch_episodes
 from tests.support.launch import BrowserWorkerProcess
-from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import CancelEpisode
 from webgym_common.objectstore import ObjectStore
-from webgym_common.readers import read_events
+from webgym_common.stream.bus import EventProducer
+from webgym_common.stream.readers import read_events
 from webgym_common.tasks import read_task_file
 from webgym_common.topics import Topic
 

@@ -12,13 +12,13 @@ import httpx
 import pytest
 
 from tests.factories import all_sample_events, sample_event
-from webgym_common.admin import create_topics, describe_topic_configs
-from webgym_common.bus import EventConsumer, EventProducer, Received
 from webgym_common.codec import SINGLE_OBJECT_MAGIC, Codec
 from webgym_common.config import Settings
 from webgym_common.events import DeadLetter, StepObserved
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
-from webgym_common.readers import read_compacted, read_events, read_to_end
+from webgym_common.stream.admin import create_topics, describe_topic_configs
+from webgym_common.stream.bus import EventConsumer, EventProducer, Received
+from webgym_common.stream.readers import read_compacted, read_events, read_to_end
 from webgym_common.topics import Topic, all_topic_specs, topic_name, topic_specs
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -21,11 +21,11 @@ from producers.controller.demonstrations import build_bank
 from producers.controller.evaluate import BASELINE_EVAL_VERSION, evaluate_version
 from tests.integration.test_rollout import LINES, fast, load, write_tasks
 from tests.support.launch import PipelineProcess
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings, Split, Suite
 from webgym_common.demonstrations import BANK_ITERATION, held_out_leaks
 from webgym_common.events import ActionChosen, EpisodeRequested, Event, ReplaySample
-from webgym_common.readers import read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

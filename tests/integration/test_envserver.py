@@ -17,10 +17,10 @@ from infra.procs import free_port
 from producers.catalog import load_tasks
 from tests.support.agentgym_client import AgentGymClient, reference_reply
 from tests.support.launch import PipelineProcess
-from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted, EpisodeScored
-from webgym_common.readers import read_events
+from webgym_common.stream.bus import EventProducer
+from webgym_common.stream.readers import read_events
 from webgym_common.tasks import read_task_file
 from webgym_common.topics import Topic
 

@@ -16,8 +16,7 @@ from infra.procs import free_port
 from processors.evaluator.catchup import EndOffsets
 from producers.drive_reference import episode_request
 from tests.support.launch import PipelineProcess
-from webgym_common.actions import format_action, parse_action
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.agent.actions import format_action, parse_action
 from webgym_common.config import JudgeKind, Settings
 from webgym_common.events import (
     ActionChosen,
@@ -34,7 +33,8 @@ from webgym_common.events import (
 )
 from webgym_common.history import JUDGE_FAILED, is_judged, load_task_history
 from webgym_common.metrics import compute_metrics
-from webgym_common.readers import read_events, read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_events, read_to_end
 from webgym_common.tasks import read_task_file
 from webgym_common.topics import Topic, topic_name
 

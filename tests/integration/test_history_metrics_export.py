@@ -20,14 +20,14 @@ from consumers.archiver import export_iteration
 from producers.catalog import load_task_catalog
 from tests.factories import sample_event
 from tests.support.launch import PipelineProcess
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.codec import read_container
 from webgym_common.config import Settings, settings_env
 from webgym_common.events import EpisodeScored, IterationClosed, TaskHistory, TrajectoryStep
 from webgym_common.history import load_task_history
-from webgym_common.kafka_clients import make_consumer
 from webgym_common.metrics import CSV_COLUMNS, compute_metrics, recompute_metrics, same_numbers
-from webgym_common.readers import read_compacted, read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.kafka_clients import make_consumer
+from webgym_common.stream.readers import read_compacted, read_to_end
 from webgym_common.topics import Group, Topic, group_id, topic_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

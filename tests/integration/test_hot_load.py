@@ -24,7 +24,6 @@ import pytest
 from infra.vllm_server import model_dir
 from tests.support.launch import PipelineProcess
 from tests.support.lora import adapter_files, upload
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
@@ -38,6 +37,7 @@ from webgym_common.events import (
     utc_now,
 )
 from webgym_common.objectstore import ObjectStore
+from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -25,11 +25,11 @@ from infra.procs import ManagedProcess, free_port, free_port_block
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from tests.support.launch import BrowserWorkerProcess, PipelineProcess
-from webgym_common.admin import admin_client, create_topics, describe_topic_configs
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import InfraSettings, SamplingStrategy, Settings, load_settings
 from webgym_common.events import EpisodeCompleted, EpisodeRequested, EpisodeScored
-from webgym_common.readers import read_to_end
+from webgym_common.stream.admin import admin_client, create_topics, describe_topic_configs
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic, topic_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -24,7 +24,6 @@ from rich.console import Console
 from producers.catalog import run_tasks_load
 from producers.controller.run import rollout
 from tests.support.launch import BrowserWorkerProcess, PipelineProcess
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import PolicyKind, Settings
 from webgym_common.events import (
     ActionChosen,
@@ -34,7 +33,8 @@ from webgym_common.events import (
     ModelVersion,
     ReplaySample,
 )
-from webgym_common.readers import read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -11,10 +11,10 @@ import pytest
 
 from producers.drive_reference import DrivenEpisode, drive, episode_request
 from tests.support.launch import PipelineProcess
-from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, ReferenceAction, StepObserved, Task
-from webgym_common.readers import read_events
+from webgym_common.stream.bus import EventProducer
+from webgym_common.stream.readers import read_events
 from webgym_common.tasks import read_task_file
 from webgym_common.topics import Topic
 

@@ -20,10 +20,10 @@ from producers.drive_reference import episode_request
 from tests.support.chromium import chromium
 from tests.support.launch import PipelineProcess
 from tests.support.sandbox import serving_sandbox
-from webgym_common.bus import EventProducer
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted, EpisodeScored, Task
-from webgym_common.readers import read_events
+from webgym_common.stream.bus import EventProducer
+from webgym_common.stream.readers import read_events
 from webgym_common.tasks import read_task_file
 from webgym_common.topics import Topic
 

@@ -27,12 +27,12 @@ from processors.policy.decisions import (
     live_from_request,
 )
 from processors.policy.policies import Decision
+from processors.policy.replies import ParsedReply
 from processors.policy.waiting import now_ms
 from producers.drive_reference import episode_request
 from tests.support.hand_fed import watch_episodes
 from tests.support.launch import PipelineProcess
-from webgym_common.actions import parse_action
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.agent.actions import parse_action
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
@@ -44,10 +44,10 @@ from webgym_common.events import (
     Viewport,
     utc_now,
 )
-from webgym_common.kafka_clients import make_consumer
 from webgym_common.objectstore import ObjectStore
-from webgym_common.readers import read_to_end
-from webgym_common.replies import ParsedReply
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.kafka_clients import make_consumer
+from webgym_common.stream.readers import read_to_end
 from webgym_common.tasks import read_task_file
 from webgym_common.topics import (
     Group,

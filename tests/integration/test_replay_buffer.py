@@ -18,7 +18,7 @@ from processors.policy.policies import prompt_blob
 from processors.replay_buffer.app import replay_scored_episodes
 from tests.factories import sample_event
 from tests.support.launch import PipelineProcess
-from webgym_common.bus import EventConsumer, EventProducer, Received
+from webgym_common.agent.prompts import EpisodeContext, StepRecord, build_messages
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import (
     ChatMessage,
@@ -28,10 +28,10 @@ from webgym_common.events import (
     ReplaySample,
     TrajectoryStep,
 )
-from webgym_common.kafka_clients import make_consumer
 from webgym_common.objectstore import ObjectStore
-from webgym_common.prompts import EpisodeContext, StepRecord, build_messages
-from webgym_common.readers import read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer, Received
+from webgym_common.stream.kafka_clients import make_consumer
+from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Group, Topic, group_id, topic_name, topic_specs
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

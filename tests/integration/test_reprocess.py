@@ -20,8 +20,7 @@ from processors.reprocess.rescore import score_episode
 from tests.integration.test_evaluator import answered_tasks, publish_all
 from tests.support.launch import PipelineProcess
 from tests.unit.processors.reprocess.test_rescore import RULES, log_of
-from webgym_common.actions import format_action, parse_action
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.agent.actions import format_action, parse_action
 from webgym_common.codec import read_container
 from webgym_common.config import Settings
 from webgym_common.events import (
@@ -35,9 +34,10 @@ from webgym_common.events import (
     Viewport,
     utc_now,
 )
-from webgym_common.logrange import Bound, LogRange
+from webgym_common.logrange.bounds import Bound, LogRange
 from webgym_common.objectstore import ObjectStore
-from webgym_common.readers import read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

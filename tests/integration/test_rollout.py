@@ -13,7 +13,6 @@ from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from producers.controller.run import rollout
 from tests.support.launch import PipelineProcess
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import SamplingStrategy, Settings
 from webgym_common.events import (
     DomainBlocked,
@@ -21,7 +20,8 @@ from webgym_common.events import (
     IterationClosed,
     IterationStarted,
 )
-from webgym_common.readers import read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -18,8 +18,8 @@ import pytest
 from infra.procs import pid_alive
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
-from webgym_common.bus import EventProducer
 from webgym_common.config import SamplingStrategy, Settings, settings_env
+from webgym_common.stream.bus import EventProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")

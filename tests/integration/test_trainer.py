@@ -26,7 +26,6 @@ from consumers.trainer.llamafactory import run_id
 from infra import trainer_env
 from infra.vllm_server import model_dir
 from tests.support.launch import PipelineProcess
-from webgym_common.bus import EventConsumer, EventProducer
 from webgym_common.config import Settings, TrainMode
 from webgym_common.events import (
     ChatMessage,
@@ -37,7 +36,8 @@ from webgym_common.events import (
     TrainingProgress,
 )
 from webgym_common.objectstore import ObjectStore, parse_uri
-from webgym_common.readers import read_to_end
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

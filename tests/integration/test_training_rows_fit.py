@@ -21,10 +21,10 @@ import yaml
 
 from consumers.trainer.llamafactory import CONFIG_FILE, write_run
 from infra import trainer_env, vllm_server
+from webgym_common.agent.marks import parse_marks
+from webgym_common.agent.prompts import EpisodeContext, StepRecord, build_messages
 from webgym_common.config import PolicySettings, TrainerSettings, load_settings
 from webgym_common.events import ChatMessage, ReplaySample
-from webgym_common.marks import parse_marks
-from webgym_common.prompts import EpisodeContext, StepRecord, build_messages
 
 pytestmark = [pytest.mark.integration]
 FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "aria"

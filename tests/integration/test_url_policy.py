@@ -21,12 +21,12 @@ from playwright.async_api import Error as PlaywrightError
 
 from infra.procs import free_port
 from producers.browser.browser_pool import WS_POLICY_VIOLATION, BrowserPool
+from producers.browser.urlpolicy import UrlPolicy
 from tests.support.hand_fed import HandFedEpisode
 from tests.support.launch import BrowserWorkerProcess
 from tests.support.sandbox import serving_sandbox
-from webgym_common.bus import EventProducer
 from webgym_common.config import BrowserSettings, Settings
-from webgym_common.urlpolicy import UrlPolicy
+from webgym_common.stream.bus import EventProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 

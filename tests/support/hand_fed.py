@@ -10,8 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from webgym_common.actions import Mode, format_action, parse_action
-from webgym_common.bus import EventConsumer, EventProducer
+from webgym_common.agent.actions import Mode, format_action, parse_action
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
@@ -21,6 +20,7 @@ from webgym_common.events import (
     Task,
     utc_now,
 )
+from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.topics import Topic
 
 

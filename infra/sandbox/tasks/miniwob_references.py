@@ -6,8 +6,8 @@ Starts the sandbox and Chromium; for every MiniWoB task (miniwob_tasks.all_tasks
 environment has a solver (miniwob_solvers.SOLVERS) it starts the page's episode with the
 task's seed, lets the solver act step by step and records each step in role/name form:
 the element is looked up among the set-of-marks elements the browser worker would number
-(webgym_common.marks on the page's aria snapshot), and the step is carried out the way the
-worker does it (webgym_common.teacher resolves it; a click or fill on that mark's
+(webgym_common.agent.marks on the page's aria snapshot), and the step is carried out the way the
+worker does it (webgym_common.agent.teacher resolves it; a click or fill on that mark's
 `aria-ref`). Then it VERIFIES the sequence on a fresh page with the same seed, resolving
 each step against that page's marks; only a sequence after whose last step (and not before)
 the page says done with raw reward > 0 is kept. The kept ones go to
@@ -47,10 +47,11 @@ from infra.sandbox.app import start_sandbox
 from infra.sandbox.tasks.miniwob_parse import Unsolvable
 from infra.sandbox.tasks.miniwob_solvers import SOLVERS, Step
 from infra.sandbox.tasks.miniwob_tasks import REFERENCES, all_tasks
-from webgym_common.actions import ActionKind
+from webgym_common.agent.actions import ActionKind
+from webgym_common.agent.marks import parse_marks
+from webgym_common.agent.teacher import resolve_reference_action
 from webgym_common.config import get_settings
 from webgym_common.events import Mark, ReferenceAction
-from webgym_common.marks import parse_marks
 from webgym_common.miniwob import (
     DATA_MODE,
     READY_JS,
@@ -59,7 +60,6 @@ from webgym_common.miniwob import (
     TASK_READY_JS,
     UTTERANCE_JS,
 )
-from webgym_common.teacher import resolve_reference_action
 
 # The worker's browser settings (executable, viewport, settle time, mark limit), read from
 # the same settings object and environment variables as the worker's.

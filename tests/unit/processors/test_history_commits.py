@@ -11,9 +11,9 @@ from aiokafka.errors import CommitFailedError
 
 from processors.history import Catalog, fold, fold_events, refusal
 from tests.unit.scored import scored
-from webgym_common.bus import Ownership, Received
 from webgym_common.events import Event, TaskHistory
 from webgym_common.history import JUDGE_FAILED
+from webgym_common.stream.bus import Ownership, Received
 
 TP = TopicPartition("t.scored", 0)
 

@@ -21,9 +21,9 @@ from consumers.trainer.decisions import (
     trained_version,
 )
 from consumers.trainer.llamafactory import run_id
-from webgym_common.bus import Received
 from webgym_common.config import Settings, TrainMode
 from webgym_common.events import ChatMessage, Event, IterationClosed, ModelVersion, ReplaySample
+from webgym_common.stream.bus import Received
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MODEL = "webgym-policy"

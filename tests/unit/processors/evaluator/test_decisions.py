@@ -24,7 +24,7 @@ from processors.evaluator.decisions import (
 from processors.evaluator.reward import Judgement
 from tests.factories import sample_event
 from tests.unit.processors.evaluator.builders import episode
-from webgym_common.actions import parse_action
+from webgym_common.agent.actions import parse_action
 from webgym_common.events import (
     ActionChosen,
     EpisodeCompleted,

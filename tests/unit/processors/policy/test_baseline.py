@@ -5,9 +5,9 @@ from __future__ import annotations
 from processors.policy.baseline import BaselinePolicy, baseline_action, is_baseline
 from processors.policy.policies import Policy
 from tests.factories import sample_event
-from webgym_common.actions import format_action
+from webgym_common.agent.actions import format_action
+from webgym_common.agent.prompts import EpisodeContext
 from webgym_common.events import Mark, StepObserved
-from webgym_common.prompts import EpisodeContext
 from webgym_common.versions import BASELINE_VERSION, version_number
 
 

@@ -26,11 +26,11 @@ from processors.policy.decisions import (
     triage,
 )
 from processors.policy.policies import Decision
+from processors.policy.replies import ParsedReply
 from tests.factories import sample_event
-from webgym_common.actions import parse_action
+from webgym_common.agent.actions import parse_action
+from webgym_common.agent.prompts import EpisodeContext, StepRecord, build_messages
 from webgym_common.events import EpisodeRequested, StepObserved, Viewport, utc_now
-from webgym_common.prompts import EpisodeContext, StepRecord, build_messages
-from webgym_common.replies import ParsedReply
 
 
 def observation(step: int, **update: object) -> StepObserved:

@@ -12,9 +12,9 @@ import pytest
 from openai import AsyncOpenAI
 
 from processors.policy.policies import VllmPolicy
+from webgym_common.agent.prompts import EpisodeContext
 from webgym_common.config import load_settings
 from webgym_common.events import StepObserved, Viewport
-from webgym_common.prompts import EpisodeContext
 
 REPLY = "Thought: look\nAction: Click [1]\nMemory_Updated: {}"
 

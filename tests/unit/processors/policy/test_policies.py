@@ -8,9 +8,9 @@ from aiokafka.errors import KafkaTimeoutError
 
 from processors.policy.policies import Failure, TeacherForcingPolicy, failure_kind, refused
 from tests.factories import sample_event
+from webgym_common.agent.prompts import EpisodeContext, build_messages
 from webgym_common.events import Mark, StepObserved
 from webgym_common.objectstore import ObjectStoreError
-from webgym_common.prompts import EpisodeContext, build_messages
 
 REQUEST = httpx.Request("POST", "http://vllm/v1/chat/completions")
 

@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 from processors.policy.decisions import Ended, Entry, Live, Verdict
 from processors.policy.waiting import RequestWatch
+from webgym_common.agent.prompts import EpisodeContext
 from webgym_common.events import StepObserved, Viewport
-from webgym_common.prompts import EpisodeContext
 
 
 class TP(NamedTuple):

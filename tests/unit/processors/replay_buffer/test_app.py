@@ -15,11 +15,11 @@ from minio.error import S3Error
 from processors.replay_buffer import app as replay
 from processors.replay_buffer.app import Replayer, replay_events, transient
 from tests.unit.scored import scored
-from webgym_common.bus import EventProducer, Received
 from webgym_common.codec import Codec
 from webgym_common.config import ReplaySettings
 from webgym_common.events import DeadLetter, EpisodeScored, Event, ReplaySample, TrajectoryStep
 from webgym_common.objectstore import ObjectStoreError
+from webgym_common.stream.bus import EventProducer, Received
 from webgym_common.topics import Topic
 
 TP = TopicPartition("t.episodes.scored", 0)

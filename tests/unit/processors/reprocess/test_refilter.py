@@ -7,7 +7,7 @@ from processors.reprocess.refilter import Filters, candidates, first_scores, sam
 from tests.unit.scored import scored
 from webgym_common.config import load_settings
 from webgym_common.events import EpisodeScored, TrajectoryStep
-from webgym_common.logrange import LogRange
+from webgym_common.logrange.bounds import LogRange
 
 
 def with_prompts(e: EpisodeScored, shas: tuple[str, ...] = ("a", "b", "c")) -> EpisodeScored:

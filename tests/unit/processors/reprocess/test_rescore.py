@@ -22,9 +22,8 @@ from processors.reprocess.rescore import (
     score_episode,
 )
 from tests.unit.scored import scored
-from webgym_common.actions import format_action, parse_action
+from webgym_common.agent.actions import format_action, parse_action
 from webgym_common.config import JudgeKind, load_settings
-from webgym_common.episode_log import EpisodeLog, collect, parts_range, select
 from webgym_common.events import (
     ActionChosen,
     EpisodeCompleted,
@@ -37,7 +36,8 @@ from webgym_common.events import (
     utc_now,
 )
 from webgym_common.history import JUDGE_FAILED
-from webgym_common.logrange import LogRange
+from webgym_common.logrange.bounds import LogRange
+from webgym_common.logrange.episodes import EpisodeLog, collect, parts_range, select
 
 RULES = Provenance("rules", "rules-v1", None, None, "run-1")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from producers.browser.browser_pool import WS_POLICY_VIOLATION, BrowserPool
+from producers.browser.urlpolicy import UrlPolicy
 from webgym_common.config import BrowserSettings
-from webgym_common.urlpolicy import UrlPolicy
 
 SANDBOX = "http://127.0.0.1:18765"
 

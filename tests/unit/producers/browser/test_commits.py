@@ -9,7 +9,7 @@ from aiokafka.errors import CommitFailedError
 from aiokafka.structs import OffsetAndMetadata
 
 from producers.browser.commits import commit_every, commit_held
-from webgym_common.offsets import OffsetHolds
+from webgym_common.stream.offsets import OffsetHolds
 
 P0, P1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -10,7 +10,7 @@ import pytest
 
 from producers.browser.browser_pool import proxy_args
 from producers.browser.egress import EgressProxy, ProxyRequestError, parse_head
-from webgym_common.urlpolicy import UrlPolicy
+from producers.browser.urlpolicy import UrlPolicy
 
 
 def test_connect_is_judged_as_an_https_url_of_its_host_and_port() -> None:

@@ -7,7 +7,7 @@ from playwright.async_api import Error as PlaywrightError
 from producers.browser.endings import Ending, ending_for
 from producers.browser.retries import PublishFailed, UploadFailed
 from producers.browser.session import EpisodeAborted
-from webgym_common.urlpolicy import UrlRefused
+from producers.browser.urlpolicy import UrlRefused
 
 
 def test_a_stop_keeps_its_termination_and_reason() -> None:

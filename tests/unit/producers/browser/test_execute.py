@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from producers.browser.execute import HANDLERS, ActionFailed, _act, intercepting
-from webgym_common.actions import ACTIONS, ActionKind, parse_action
+from webgym_common.agent.actions import ACTIONS, ActionKind, parse_action
 from webgym_common.config import BrowserSettings
 from webgym_common.events import Mark, ParsedAction
 

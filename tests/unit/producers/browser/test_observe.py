@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from webgym_common.marks import parse_marks
+from webgym_common.agent.marks import parse_marks
 
 RECORDED = (Path(__file__).parent / "playground.aria.txt").read_text(encoding="utf-8")
 

@@ -18,9 +18,9 @@ from producers.browser.worker import BrowserWorker
 from tests.factories import sample_event
 from tests.unit.producers.browser.fakes import FakeProducer, request
 from tests.unit.producers.browser.test_commits import FakeConsumer
-from webgym_common.bus import Received
 from webgym_common.config import load_settings
 from webgym_common.events import ActionChosen, Event
+from webgym_common.stream.bus import Received
 
 EPISODES, ACTIONS = "t.episodes", "t.actions"
 

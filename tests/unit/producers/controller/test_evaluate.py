@@ -90,8 +90,7 @@ def test_a_request_is_outside_every_iteration_on_the_version_asked_for() -> None
 
 
 def test_the_wilson_interval_is_still_importable_from_evaluate() -> None:
-    from producers.controller import evaluate
-    from webgym_common import stats
+    from producers.controller import evaluate, stats
 
     assert evaluate.wilson_interval is stats.wilson_interval  # moved, re-exported
 

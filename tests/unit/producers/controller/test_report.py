@@ -9,9 +9,9 @@ import pytest
 
 from producers.controller.outcomes import TaskOutcome
 from producers.controller.report import CURVE_COLUMNS, curve_rows, write_curve
+from producers.controller.stats import wilson_interval
 from tests.factories import sample_event
 from webgym_common.events import EvaluationResult
-from webgym_common.stats import wilson_interval
 
 
 def result(version: int, suite: str, successes: int, n: int) -> EvaluationResult:

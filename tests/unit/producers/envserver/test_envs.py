@@ -24,7 +24,8 @@ from producers.envserver.envs import (
     task_for_idx,
     to_action,
 )
-from webgym_common.actions import format_action
+from webgym_common.agent.actions import format_action
+from webgym_common.agent.marks import parse_marks
 from webgym_common.events import (
     EpisodeCompleted,
     EpisodeScored,
@@ -33,7 +34,6 @@ from webgym_common.events import (
     Task,
     Viewport,
 )
-from webgym_common.marks import parse_marks
 
 PLAYGROUND = (Path(__file__).parents[1] / "browser" / "playground.aria.txt").read_text()
 MARKS = {m.index: m for m in [

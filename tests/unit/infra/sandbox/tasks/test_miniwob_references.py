@@ -21,8 +21,8 @@ from infra.sandbox.tasks.miniwob_tasks import (
     task,
     with_references,
 )
+from webgym_common.agent.teacher import resolve_reference_action
 from webgym_common.events import Mark, ReferenceAction
-from webgym_common.teacher import resolve_reference_action
 
 
 def test_quoted_ordinal_and_between() -> None:

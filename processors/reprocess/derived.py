@@ -1,0 +1,100 @@
+"""Derived topics: where `webgym reprocess` writes (a new topic, never one of the pipeline's).
+
+Delivery: exactly once per key per run, resumable. A derived topic is created with the
+configuration (partitions, cleanup, retention) of the pipeline topic it derives from, under
+a name that no registry topic or faust-internal topic has. Writes go out in Kafka
+transactions of a producer whose transactional id is the derived topic's name, so a run
+started again fences the one that was killed (its open transaction is aborted: readers,
+`read_committed`, never see it), reads the topic to its end and skips every key already
+there. One run writes one topic: two runs at once on the same topic fence each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from webgym_common.config import Settings
+from webgym_common.events import Event
+from webgym_common.stream.admin import create_topic
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.kafka_clients import make_producer
+from webgym_common.stream.readers import batches_to_end
+from webgym_common.topics import Topic, all_topic_specs, topic_specs
+
+_LEGAL = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+class DerivedTopicError(ValueError):
+    """A target name that must not be written (the pipeline's own topic, an illegal name)."""
+
+
+def refusal(settings: Settings, name: str) -> str | None:
+    """Why `name` cannot be a derived topic, or None."""
+    if not _LEGAL.match(name) or name in (".", ".."):
+        return f"{name!r} is not a legal Kafka topic name (letters, digits, . _ -)"
+    if name in {s.name for s in all_topic_specs(settings.kafka)}:
+        return f"{name} is one of the pipeline's own topics: replay writes a new topic"
+    return None
+
+
+def transactional_id(name: str) -> str:
+    return f"webgym-replay-{name}"
+
+
+async def create_derived(settings: Settings, source: Topic, name: str) -> str:
+    """Create `name` like `source` ("created"), or find it made before ("exists")."""
+    if (why := refusal(settings, name)) is not None:
+        raise DerivedTopicError(why)
+    spec = replace(topic_specs(settings.kafka)[source], name=name)
+    return await create_topic(settings, spec)
+
+
+async def written(settings: Settings, producer: EventProducer, name: str,
+                  key_of: Callable[[Event], str | None],
+                  stall_timeout_s: float = 60.0) -> dict[str, Event]:
+    """The first event per key (`key_of`; None: not counted) already on the derived topic."""
+    out: dict[str, Event] = {}
+    async with EventConsumer(settings, [name], None, producer, client_id="replay-resume",
+                             any_type=True) as reader:
+        async for batch in batches_to_end(reader, stall_timeout_s):
+            for received in batch:
+                key = key_of(received.event)
+                if key is not None:
+                    out.setdefault(key, received.event)
+    return out
+
+
+class DerivedWriter:
+    """Writes (key, event) batches to a derived topic, one transaction per batch."""
+
+    def __init__(self, settings: Settings, name: str, producer: EventProducer) -> None:
+        self.name, self.codec = name, producer.codec
+        self.timeout_s = settings.kafka.request_timeout_ms / 1000
+        self.producer = make_producer(settings, "webgym-replay", transactional_id(name))
+
+    async def start(self) -> None:
+        async with asyncio.timeout(self.timeout_s * 2):
+            await self.producer.start()  # fences a killed run's producer, aborting its writes
+
+    async def stop(self) -> None:
+        await self.producer.stop()
+
+    async def __aenter__(self) -> DerivedWriter:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def write(self, records: Sequence[tuple[str, Event]]) -> None:
+        if not records:
+            return
+        async with asyncio.timeout(self.timeout_s * 2):
+            async with self.producer.transaction():
+                sent = [await self.producer.send(self.name, self.codec.encode(event),
+                                                 key=key.encode())
+                        for key, event in records]
+                await asyncio.gather(*sent)

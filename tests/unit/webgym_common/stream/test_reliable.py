@@ -1,0 +1,200 @@
+"""reliable.py: what `ReliableApp.each` does with each record — handle, dead-letter, ack in
+order, one handler per key — on fake streams (the real ones: tests/integration/test_policy.py
+and the chaos suite)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tests.factories import sample_event
+from webgym_common.config import load_settings
+from webgym_common.events import CancelEpisode, Event, StepObserved
+from webgym_common.stream.faust_app import EMPTY_VALUE, FirstReads, Undecodable, make_faust_app
+from webgym_common.stream.reliable import OneAtATime, ReliableApp
+from webgym_common.topics import Group, Topic
+
+SETTINGS = load_settings(kafka={"topic_prefix": "t7", "partitions": 3})
+
+
+@dataclass
+class Message:
+    topic: str
+    offset: int
+    partition: int = 2
+    acked: list[int] = field(default_factory=list)
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+@dataclass
+class FakeEvent:
+    value: Any
+    message: Message
+
+    def ack(self) -> None:
+        self.message.acked.append(self.message.offset)
+
+
+class FakeStream:
+    def __init__(self, *values: Any, topic: str = "t7.observations") -> None:
+        self.acked: list[int] = []
+        self.items = [FakeEvent(v, Message(topic, i, acked=self.acked))
+                      for i, v in enumerate(values)]
+
+    def noack(self) -> FakeStream:
+        return self
+
+    async def events(self) -> AsyncIterator[FakeEvent]:  # as faust's StreamT.events
+        for item in self.items:
+            yield item
+
+
+class Reliable(ReliableApp):
+    """A ReliableApp on a real (unstarted) faust app whose dead letters are kept here."""
+
+    def __init__(self) -> None:
+        super().__init__(make_faust_app(SETTINGS, Group.POLICY), SETTINGS, [Topic.OBSERVATIONS])
+        self.letters: list[tuple[int, str]] = []
+
+        async def keep(message: Any, error: str) -> None:
+            self.letters.append((message.offset, error))
+        self.dead_letters = keep
+
+
+async def test_each_handles_one_type_dead_letters_poison_and_acks_every_record_in_order() -> None:
+    reliable, handled = Reliable(), []
+    obs, chosen = sample_event("StepObserved"), sample_event("ActionChosen")
+    stream = FakeStream(obs, Undecodable("bad bytes"), chosen, None, obs)
+
+    async def handle(event: Any, value: StepObserved) -> None:
+        handled.append((event.message.offset, value))
+
+    await reliable.each(stream, StepObserved, handle)  # type: ignore[arg-type]
+    assert handled == [(0, obs), (4, obs)]
+    assert [offset for offset, _ in reliable.letters] == [1, 2, 3]  # ActionChosen: off topic
+    errors = [error for _, error in reliable.letters]
+    assert errors[0] == "bad bytes" and errors[2] == EMPTY_VALUE
+    assert "ActionChosen does not belong on t7.observations" in errors[1]
+    assert stream.acked == [0, 1, 2, 3, 4]
+
+
+async def test_the_topics_other_event_types_are_acked_untouched() -> None:
+    reliable, handled = Reliable(), []
+    start, cancel = sample_event("IterationStarted"), sample_event("CancelEpisode")
+    stream = FakeStream(start, cancel, topic="t7.control")
+
+    async def handle(event: Any, value: Event) -> None:
+        handled.append(value)
+
+    await reliable.each(stream, CancelEpisode, handle)  # type: ignore[arg-type]
+    assert handled == [cancel] and not reliable.letters and stream.acked == [0, 1]
+
+
+async def test_a_handler_that_raises_dead_letters_its_record_and_the_rest_go_on() -> None:
+    reliable, seen = Reliable(), []
+    obs = sample_event("StepObserved")
+
+    async def handle(event: Any, value: StepObserved) -> None:
+        if event.message.offset == 1:
+            raise KeyError("boom")
+        seen.append(event.message.offset)
+
+    async def after(event: Any) -> None:
+        seen.append(f"after {event.message.offset}")
+
+    stream = FakeStream(obs, obs, Undecodable("x"), obs)
+    await reliable.each(stream, StepObserved, handle, after=after)  # type: ignore[arg-type]
+    assert seen == [0, "after 0", "after 1", "after 2", 3, "after 3"]
+    assert reliable.letters[0][0] == 1 and "KeyError" in reliable.letters[0][1]
+    assert stream.acked == [0, 1, 2, 3]
+
+
+async def test_records_of_one_key_are_handled_one_at_a_time_by_concurrent_actors() -> None:
+    reliable, inside, most = Reliable(), set(), 0
+    obs = sample_event("StepObserved")
+    streams = [FakeStream(obs), FakeStream(obs)]  # the same record handed to two actors
+
+    async def handle(event: Any, value: StepObserved) -> None:
+        nonlocal most
+        inside.add(id(event))
+        most = max(most, len(inside))
+        await asyncio.sleep(0.02)
+        inside.discard(id(event))
+
+    await asyncio.gather(*(reliable.each(s, StepObserved, handle,  # type: ignore[arg-type]
+                                         key=lambda o: o.episode_id) for s in streams))
+    assert most == 1 and reliable.in_turn.busy() == 0
+
+
+class SeekingApp:
+    def __init__(self) -> None:
+        self.seeks: list[tuple[Any, int]] = []
+        self.consumer = self
+        self._read_offset: dict[Any, int] = {}
+
+    async def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+
+async def test_first_reads_see_the_poison_at_a_partitions_start() -> None:
+    # A poison record at the committed offset is the partition's start: were it hidden from
+    # FirstReads, the next event would look past the start, and the seek back would
+    # dead-letter the poison again.
+    reliable, app = Reliable(), SeekingApp()
+    reliable.first_reads = FirstReads(app)  # type: ignore[arg-type]
+    reliable.first_reads.starting_at({("t7.observations", 2): 0})
+    obs, handled = sample_event("StepObserved"), []
+
+    async def handle(event: Any, value: StepObserved) -> None:
+        handled.append(value)
+
+    await reliable.each(FakeStream(Undecodable("bad bytes"), obs), StepObserved,  # type: ignore[arg-type]
+                        handle)
+    assert handled == [obs] and reliable.letters == [(0, "bad bytes")] and app.seeks == []
+
+
+async def test_a_record_past_the_start_is_dropped_unacked_and_read_again() -> None:
+    reliable, app = Reliable(), SeekingApp()
+    reliable.first_reads = FirstReads(app)  # type: ignore[arg-type]
+    reliable.first_reads.starting_at({("t7.observations", 2): 0})
+    stream = FakeStream(sample_event("StepObserved"))
+    stream.items[0].message.offset = 5  # the start (0) has not come: a stale batch
+
+    async def handle(event: Any, value: StepObserved) -> None:
+        pytest.fail("a record before its partition's start must not be handled")
+
+    await reliable.each(stream, StepObserved, handle)  # type: ignore[arg-type]
+    assert app.seeks == [(("t7.observations", 2), 0)] and stream.acked == []
+
+
+async def test_handlers_of_one_key_take_turns_and_other_keys_run_alongside() -> None:
+    in_turn, log = OneAtATime(), []
+
+    async def handle(key: str, n: int) -> None:
+        async with in_turn.of(key):
+            log.append(f"{key}{n} in")
+            await asyncio.sleep(0.05)
+            log.append(f"{key}{n} out")
+
+    await asyncio.gather(handle("a", 1), handle("a", 2), handle("b", 1))
+    # a2 starts only after a1 left; b1 ran while a1 was inside
+    assert log.index("a2 in") > log.index("a1 out")
+    assert log.index("b1 in") < log.index("a1 out")
+    assert in_turn.busy() == 0  # no lock kept for keys nobody handles
+
+
+async def test_a_handler_that_fails_still_lets_the_next_one_in() -> None:
+    in_turn = OneAtATime()
+    with pytest.raises(RuntimeError):
+        async with in_turn.of("a"):
+            raise RuntimeError("bug")
+    async with asyncio.timeout(1), in_turn.of("a"):
+        pass
+    assert in_turn.busy() == 0
