@@ -27,7 +27,8 @@ from bench.machine import describe_machine
 from infra import pipeline, stack, trainer_env
 from producers.catalog import load_tasks
 from producers.controller.run import rollout
-from webgym_common.config import PolicyKind, Settings, get_settings
+from webgym_common.choices import PolicyKind
+from webgym_common.config import Settings, get_settings
 from webgym_common.stream.admin import create_topics
 from webgym_common.stream.bus import EventProducer
 

@@ -34,14 +34,8 @@ from infra import pipeline, stack
 from infra.procs import free_port
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
-from webgym_common.config import (
-    PolicyKind,
-    SamplingStrategy,
-    Settings,
-    get_settings,
-    load_settings,
-    settings_env,
-)
+from webgym_common.choices import PolicyKind, SamplingStrategy
+from webgym_common.config import Settings, get_settings, load_settings, settings_env
 from webgym_common.lifecycle import READY_FILE_ENV
 from webgym_common.stream.admin import create_topics
 from webgym_common.stream.bus import EventProducer

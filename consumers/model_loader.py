@@ -16,7 +16,7 @@ A version: adapter_config.json and adapter_model.safetensors from the checkpoint
 in the object store into <data_dir>/adapters/<served name>/<content digest>/ (renamed into
 place whole; vLLM must see the same path: in compose a shared volume), POST
 /v1/load_lora_adapter, GET /v1/models until it lists the name from that path
-(trainer.load_timeout_s), and only then ModelServed (key model name) on
+(model_loader.load_timeout_s), and only then ModelServed (key model name) on
 webgym.models.served: the policy switches on that, never on the ModelVersion. A name vLLM
 already serves from another path holds other weights (a server that outlived a reset of
 the topics): that version is refused, loudly. Versions older than the previous two are
@@ -208,7 +208,7 @@ class Loader:
     def __init__(self, settings: Settings, store: ObjectStore, server: ModelServer) -> None:
         self.store, self.server = store, server
         self.adapters = Path(settings.infra.data_dir) / "adapters"
-        self.timeout_s = settings.trainer.load_timeout_s
+        self.timeout_s = settings.model_loader.load_timeout_s
 
     async def load(self, model_name: str, version: int, checkpoint_uri: str) -> float | None:
         """Milliseconds until vLLM listed the version, or None if it was refused."""
@@ -290,7 +290,7 @@ class Serving:
 
 async def serve_models(settings: Settings) -> None:
     server = ModelServer(settings.policy.base_url, settings.policy.api_key,
-                         settings.trainer.load_timeout_s)
+                         settings.model_loader.load_timeout_s)
     loader = Loader(settings, ObjectStore(settings.s3), server)
     async with EventProducer(settings, client_id="model-loader") as producer, server.http:
         table = await read_compacted(settings, Topic.MODELS_SERVED, producer)

@@ -15,7 +15,8 @@ from datetime import timedelta
 
 from webgym_common.agent.actions import format_action
 from webgym_common.agent.teacher import resolve_reference_action
-from webgym_common.config import Driver, Settings
+from webgym_common.choices import Driver
+from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
     EpisodeCompleted,

@@ -7,7 +7,8 @@ import asyncio
 import typer
 
 from webgym_cli.common import console, one_line_errors
-from webgym_common.config import Suite, get_settings
+from webgym_common.choices import Suite
+from webgym_common.config import get_settings
 
 app = typer.Typer(help="The demonstration bank the trainer's warm start learns from.",
                   no_args_is_help=True)

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from webgym_cli.common import console, one_line_errors
-from webgym_common.config import Settings, Split, Suite, get_settings
+from webgym_common.choices import Split, Suite
+from webgym_common.config import Settings, get_settings
 
 if TYPE_CHECKING:
     from webgym_common.events import EvaluationResult

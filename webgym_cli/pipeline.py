@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from webgym_cli.common import console, one_line_errors, settings_with
-from webgym_common.config import PolicyKind, get_settings
+from webgym_common.choices import PolicyKind
+from webgym_common.config import get_settings
 
 app = typer.Typer(help="The pipeline's worker processes in the background.",
                   no_args_is_help=True)

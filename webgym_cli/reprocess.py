@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from webgym_cli.common import console, one_line_errors, settings_with
-from webgym_common.config import JudgeKind
+from webgym_common.choices import JudgeKind
 
 app = typer.Typer(help="Re-read a range of the log: re-score, re-filter, export.",
                   no_args_is_help=True)

@@ -17,15 +17,8 @@ from webgym_cli.common import (
     one_line_errors,
     settings_with,
 )
-from webgym_common.config import (
-    Driver,
-    PolicyKind,
-    SamplingStrategy,
-    Settings,
-    Split,
-    Suite,
-    get_settings,
-)
+from webgym_common.choices import Driver, PolicyKind, SamplingStrategy, Split, Suite
+from webgym_common.config import Settings, get_settings
 
 app = typer.Typer()
 

@@ -12,7 +12,8 @@ from typing import Any
 import typer
 
 from webgym_cli.common import console, one_line_errors, settings_with
-from webgym_common.config import JudgeKind, PolicyKind, Settings, get_settings
+from webgym_common.choices import JudgeKind, PolicyKind
+from webgym_common.config import Settings, get_settings
 from webgym_common.processes import PROCESSES, Process
 
 app = typer.Typer(help="Pipeline processes (run several to scale).", no_args_is_help=True)

@@ -327,9 +327,9 @@ class EvaluationResult(Event):
     model_name: str
     # The model version evaluated (0: the base model).
     version: int
-    # sandbox, miniwob, web or all (config.Suite).
+    # sandbox, miniwob, web or all (choices.Suite).
     suite: str
-    # test or ood (config.Split).
+    # test or ood (choices.Split).
     split: str
     # Seeds the task draw and the model's sampling.
     seed: int

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from webgym_common.config import Band, Split, Suite
+from webgym_common.choices import Band, Split, Suite
 from webgym_common.events import Task
 
 _TASK_FIELDS = set(Task.model_fields) - {"event_id", "produced_at", "schema_version"}

@@ -24,7 +24,7 @@ from aiohttp import web
 from consumers.monitor.hub import Monitor, Subscriber, scored_topic
 from consumers.monitor.plots import learning_curve_png, losses_png, metrics_png
 from consumers.monitor.state import EpisodeState, Query, find, mark_boxes, verdicts
-from webgym_common.config import ScreenshotFormat
+from webgym_common.choices import ScreenshotFormat
 from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
 
 HERE = Path(__file__).parent

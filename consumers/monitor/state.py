@@ -1,15 +1,11 @@
 """What the monitor's pages show, folded from the topics' events: no I/O here.
 
-`View.apply(event, timestamp_ms)` folds one event (any topic) into the view and says
-what changed, so the app can push it to open pages. Every event may come again (the
-monitor reads the log from its beginning at each start, and producers retry): applying
-an event twice leaves the view as once. Topics are read in no order relative to one
-another, so an episode's steps may arrive before its request; the episode is made on
-the first event that names it and filled in as the rest arrives.
-
-The rest are pure functions the pages use: an episode's state from its completion and
-score, the iteration's progress, the evaluation text's verdicts per criterion, the
-set-of-marks boxes as shares of the screenshot, and the episode search.
+`View.apply(event, timestamp_ms)` folds one event (any topic) into the view and says what
+changed. Applying an event twice leaves the view as once (the log is read from its start
+at each start; producers retry). Topics come in no order relative to one another: an
+episode is made on the first event that names it and filled in as the rest arrives.
+The rest are pure functions the pages use: an episode's state, the iteration's progress,
+verdicts per criterion, set-of-marks boxes as shares of the screenshot, the search.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from webgym_common.config import WandbMode
+from webgym_common.choices import WandbMode
 from webgym_common.events import EvaluationResult, Event, RolloutMetrics, TrainingProgress
 from webgym_common.metrics import DEMONSTRATION_COLUMNS, METRICS, column
 

@@ -55,7 +55,8 @@ from consumers.trainer.decisions import (
 )
 from consumers.trainer.llamafactory import EmptyRunError, write_run
 from consumers.trainer.run import Progress, TrainError, TrainResult, train
-from webgym_common.config import Settings, TrainTrigger
+from webgym_common.choices import TrainTrigger
+from webgym_common.config import Settings
 from webgym_common.events import ModelVersion, ReplaySample, TrainingProgress, TrainingState
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri

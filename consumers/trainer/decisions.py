@@ -46,7 +46,8 @@ from aiokafka import TopicPartition
 
 from consumers.trainer.draw import draw, fresh_enough, window
 from consumers.trainer.llamafactory import run_id
-from webgym_common.config import Settings, TrainerSettings, TrainTrigger
+from webgym_common.choices import TrainTrigger
+from webgym_common.config import Settings, TrainerSettings
 from webgym_common.demonstrations import is_bank_sample
 from webgym_common.events import IterationClosed, ModelVersion, ReplaySample
 from webgym_common.stream.bus import Received

@@ -30,7 +30,8 @@ from typing import Any
 
 import yaml
 
-from webgym_common.config import TrainerSettings, TrainMode
+from webgym_common.choices import TrainMode
+from webgym_common.config import TrainerSettings
 from webgym_common.events import ChatMessage, ReplaySample
 
 DATASET = "webgym"

@@ -32,7 +32,8 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from processors.evaluator.reward import Question, Verdict
 from processors.evaluator.trajectory import StepEvidence
-from webgym_common.config import ScreenshotFormat, Settings
+from webgym_common.choices import ScreenshotFormat
+from webgym_common.config import Settings
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from typing import Any
 from processors.policy.policies import Decision
 from webgym_common.agent.actions import format_action
 from webgym_common.agent.prompts import EpisodeContext, StepRecord
-from webgym_common.config import Driver
+from webgym_common.choices import Driver
 from webgym_common.events import ActionChosen, EpisodeRequested, StepObserved
 
 ORPHAN = ("no EpisodeRequested for this episode: the episodes partition was read to its end "

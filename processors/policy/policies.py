@@ -41,7 +41,8 @@ from processors.policy.replies import ParsedReply, parse_reply
 from webgym_common.agent.actions import format_action, invalid, reply_regex
 from webgym_common.agent.prompts import PAGE_CHARS, EpisodeContext, build_messages
 from webgym_common.agent.teacher import reference_thought, resolve_reference_action
-from webgym_common.config import PolicySettings, ScreenshotFormat
+from webgym_common.choices import ScreenshotFormat
+from webgym_common.config import PolicySettings
 from webgym_common.events import ReferenceAction, StepObserved
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
 from webgym_common.versions import served_name, version_number

@@ -48,7 +48,8 @@ from processors.evaluator.trajectory import (
 )
 from processors.reprocess.agreement import Agreement, Provenance, agreement
 from processors.reprocess.derived import DerivedWriter, create_derived, written
-from webgym_common.config import EvaluatorSettings, JudgeKind, Settings
+from webgym_common.choices import JudgeKind
+from webgym_common.config import EvaluatorSettings, Settings
 from webgym_common.events import EpisodeCompleted, EpisodeScored, Event, StepObserved
 from webgym_common.logrange.bounds import LogRange
 from webgym_common.logrange.episodes import EpisodeLog, read_episodes

@@ -43,7 +43,8 @@ from producers.browser.session import (
     keep_action,
 )
 from producers.browser.urlpolicy import check_url
-from webgym_common.config import ScreenshotFormat, Settings
+from webgym_common.choices import ScreenshotFormat
+from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, StepObserved, Viewport
 from webgym_common.objectstore import ObjectStore
 from webgym_common.stream.bus import EventProducer

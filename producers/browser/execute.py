@@ -21,7 +21,8 @@ from playwright.async_api import Locator, Page
 from producers.browser.session import EpisodeSession
 from producers.browser.urlpolicy import UrlPolicy, UrlRefused, check_url
 from webgym_common.agent.actions import ActionKind, kind_of
-from webgym_common.config import BrowserSettings, InteractionMode
+from webgym_common.choices import InteractionMode
+from webgym_common.config import BrowserSettings
 from webgym_common.events import ParsedAction
 
 

@@ -44,7 +44,8 @@ from producers.controller.heldout import per_group_for, stratified_tasks
 from producers.controller.iteration import IterationState, Pending
 from producers.controller.rollout import follow, requests_outside_iterations
 from producers.controller.stats import wilson_interval
-from webgym_common.config import Settings, Split, Suite
+from webgym_common.choices import Split, Suite
+from webgym_common.config import Settings
 from webgym_common.events import EpisodeRequested, EpisodeScored, EvaluationResult, Task, utc_now
 from webgym_common.history import is_judged, is_success
 from webgym_common.stream.bus import EventProducer

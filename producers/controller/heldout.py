@@ -20,7 +20,7 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from webgym_common.config import Split, Suite
+from webgym_common.choices import Split, Suite
 from webgym_common.events import Task
 from webgym_common.tasks import group_of, in_split, in_suite
 

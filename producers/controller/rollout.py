@@ -89,7 +89,8 @@ async def wait_for_version(settings: Settings, producer: EventProducer, needed: 
     staleness bound); returns the version served. Gives up with an error after the longest a
     training run, its replay catch-up and the load may take."""
     t = settings.trainer
-    give_up = time.monotonic() + t.run_timeout_s + t.replay_wait_s + t.load_timeout_s
+    load_s = settings.model_loader.load_timeout_s
+    give_up = time.monotonic() + t.run_timeout_s + t.replay_wait_s + load_s
     async with EventConsumer(settings, [Topic.MODELS_SERVED], None, producer,
                              client_id="controller-models") as c:
         served = [r.event for r in await read_to_end(c)]

@@ -26,7 +26,8 @@ from producers.controller.evaluate import (
 )
 from producers.controller.outcomes import TaskOutcome, task_outcomes
 from producers.controller.report import CurveRow, curve_rows, write_curve
-from webgym_common.config import Settings, Split, Suite
+from webgym_common.choices import Split, Suite
+from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, EvaluationResult, ModelVersion, RolloutMetrics
 from webgym_common.metrics import policy_episodes
 from webgym_common.stream.bus import EventConsumer, EventProducer

@@ -42,7 +42,8 @@ from producers.envserver.envs import (
     to_action,
 )
 from webgym_common.agent.actions import ActionKind, format_action
-from webgym_common.config import Driver, Settings
+from webgym_common.choices import Driver
+from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
     CancelEpisode,

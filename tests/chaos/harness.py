@@ -46,8 +46,9 @@ from infra.sandbox.posts import POSTS_PATH, reference_posts
 from processors.replay_buffer.decisions import sample_id, training_steps
 from tests.chaos.outcomes import Completion, Moment, Observed, Tally, tally
 from tests.support.launch import PipelineProcess
+from webgym_common.choices import PolicyKind, SamplingStrategy
 from webgym_common.codec import Codec, DecodeError
-from webgym_common.config import PolicyKind, SamplingStrategy, Settings, settings_env
+from webgym_common.config import Settings, settings_env
 from webgym_common.events import (
     DeadLetter,
     EpisodeCompleted,

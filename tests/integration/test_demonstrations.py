@@ -21,7 +21,8 @@ from producers.controller.demonstrations import build_bank
 from producers.controller.evaluate import BASELINE_EVAL_VERSION, evaluate_version
 from tests.integration.test_rollout import LINES, fast, load, write_tasks
 from tests.support.launch import PipelineProcess
-from webgym_common.config import Settings, Split, Suite
+from webgym_common.choices import Split, Suite
+from webgym_common.config import Settings
 from webgym_common.demonstrations import BANK_ITERATION, held_out_leaks
 from webgym_common.events import ActionChosen, EpisodeRequested, Event, ReplaySample
 from webgym_common.stream.bus import EventConsumer, EventProducer

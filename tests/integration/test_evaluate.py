@@ -17,7 +17,8 @@ from rich.console import Console
 from producers.controller.evaluate import EVAL_ITERATION, evaluate_version
 from tests.integration.test_rollout import LINES, control, fast, load, write_tasks
 from tests.support.launch import PipelineProcess
-from webgym_common.config import Settings, Split, Suite
+from webgym_common.choices import Split, Suite
+from webgym_common.config import Settings
 from webgym_common.events import EpisodeRequested, EvaluationResult
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_compacted, read_to_end

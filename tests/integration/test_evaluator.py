@@ -17,7 +17,8 @@ from processors.evaluator.catchup import EndOffsets
 from producers.drive_reference import episode_request
 from tests.support.launch import PipelineProcess
 from webgym_common.agent.actions import format_action, parse_action
-from webgym_common.config import JudgeKind, Settings
+from webgym_common.choices import JudgeKind
+from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
     DeadLetter,

@@ -25,7 +25,8 @@ from infra.procs import ManagedProcess, free_port, free_port_block
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from tests.support.launch import BrowserWorkerProcess, PipelineProcess
-from webgym_common.config import InfraSettings, SamplingStrategy, Settings, load_settings
+from webgym_common.choices import SamplingStrategy
+from webgym_common.config import InfraSettings, Settings, load_settings
 from webgym_common.events import EpisodeCompleted, EpisodeRequested, EpisodeScored
 from webgym_common.stream.admin import admin_client, create_topics, describe_topic_configs
 from webgym_common.stream.bus import EventConsumer, EventProducer

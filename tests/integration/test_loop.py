@@ -24,7 +24,8 @@ from rich.console import Console
 from producers.catalog import run_tasks_load
 from producers.controller.run import rollout
 from tests.support.launch import BrowserWorkerProcess, PipelineProcess
-from webgym_common.config import PolicyKind, Settings
+from webgym_common.choices import PolicyKind
+from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
     Event,

@@ -28,7 +28,8 @@ from producers.catalog import load_tasks
 from producers.controller.run import rollout
 from tests.support.chromium import chromium
 from tests.support.launch import PipelineProcess
-from webgym_common.config import SamplingStrategy, Settings
+from webgym_common.choices import SamplingStrategy
+from webgym_common.config import Settings
 from webgym_common.stream.bus import EventProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

@@ -13,7 +13,8 @@ from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from producers.controller.run import rollout
 from tests.support.launch import PipelineProcess
-from webgym_common.config import SamplingStrategy, Settings
+from webgym_common.choices import SamplingStrategy
+from webgym_common.config import Settings
 from webgym_common.events import (
     DomainBlocked,
     EpisodeRequested,

@@ -18,7 +18,8 @@ import pytest
 from infra.procs import pid_alive
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
-from webgym_common.config import SamplingStrategy, Settings, settings_env
+from webgym_common.choices import SamplingStrategy
+from webgym_common.config import Settings, settings_env
 from webgym_common.stream.bus import EventProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

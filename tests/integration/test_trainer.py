@@ -26,7 +26,8 @@ from consumers.trainer.llamafactory import run_id
 from infra import trainer_env
 from infra.vllm_server import model_dir
 from tests.support.launch import PipelineProcess
-from webgym_common.config import Settings, TrainMode
+from webgym_common.choices import TrainMode
+from webgym_common.config import Settings
 from webgym_common.events import (
     ChatMessage,
     Event,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeAlias
 
-from webgym_common.config import InteractionMode
+from webgym_common.choices import InteractionMode
 from webgym_common.events import ParsedAction
 
 # An InteractionMode or its value: events and episode state carry modes as plain strings.

@@ -15,7 +15,8 @@ from typing import Any
 
 from webgym_common.agent.actions import Mode, offered
 from webgym_common.agent.pageview import page_view
-from webgym_common.config import InteractionMode, PolicySettings
+from webgym_common.choices import InteractionMode
+from webgym_common.config import PolicySettings
 from webgym_common.events import Mark
 
 # Changes whenever what the model is shown changes (system prompt, page view, layout).

@@ -14,7 +14,7 @@ from typing import Any
 
 from webgym_common.agent.actions import ACTIONS, ActionKind, Slot, kind_of
 from webgym_common.agent.pageview import clean
-from webgym_common.config import InteractionMode
+from webgym_common.choices import InteractionMode
 from webgym_common.events import Mark, ParsedAction, ReferenceAction
 
 # The reply grammar's Thought is one line of at most 240 characters (actions.reply_regex).

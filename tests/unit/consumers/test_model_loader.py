@@ -152,7 +152,7 @@ FILES = {"adapter_config.json": b'{"r": 8}', "adapter_model.safetensors": b"weig
 
 
 def loader(tmp_path: Path, vllm: FakeVllm, store: FakeStore) -> Loader:
-    settings = load_settings(infra={"data_dir": str(tmp_path)}, trainer={"load_timeout_s": 1})
+    settings = load_settings(infra={"data_dir": str(tmp_path)}, model_loader={"load_timeout_s": 1})
     server = ModelServer("http://vllm/v1", "k", 5)
     server.http = httpx.AsyncClient(base_url="http://vllm/v1/", transport=httpx.MockTransport(vllm))
     return Loader(settings, store, server)  # type: ignore[arg-type]

@@ -13,13 +13,8 @@ from typer.testing import CliRunner
 
 from infra import pipeline
 from webgym_cli.main import app
-from webgym_common.config import (
-    PolicyKind,
-    SamplingStrategy,
-    Settings,
-    get_settings,
-    load_settings,
-)
+from webgym_common.choices import PolicyKind, SamplingStrategy
+from webgym_common.config import Settings, get_settings, load_settings
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from webgym_cli.main import app
-from webgym_common.config import JudgeKind, PolicyKind, get_settings
+from webgym_common.choices import JudgeKind, PolicyKind
+from webgym_common.config import get_settings
 
 
 @pytest.mark.parametrize(("args", "option"), [

@@ -7,13 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from webgym_common.config import (
-    KafkaSettings,
-    PolicyKind,
-    SettingsError,
-    get_settings,
-    load_settings,
-)
+from webgym_common.choices import PolicyKind
+from webgym_common.config import KafkaSettings, SettingsError, get_settings, load_settings
 
 
 def test_env_vars_override_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

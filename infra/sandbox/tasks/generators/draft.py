@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.sandbox.tasks.common import Action, task
-from webgym_common.config import Split
+from webgym_common.choices import Split
 from webgym_common.tasks import max_steps_for
 
 BENCHMARK = "webgym-sandbox-gen"  # suite_of: any "webgym-sandbox*" benchmark is the sandbox

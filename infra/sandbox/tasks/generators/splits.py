@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterable
 
 from infra.sandbox import wiki_data
-from webgym_common.config import Split
+from webgym_common.choices import Split
 
 TEST_SHARE = 25  # percent of entities held out for the test split
 OOD_TEMPLATES = frozenset({"shop-compare-spec", "wiki-compare", "travel-compare-days"})

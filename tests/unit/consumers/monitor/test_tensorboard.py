@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from consumers.monitor.tensorboard import Sinks, TensorBoardSink, WandbSink, scalars
-from webgym_common.config import WandbMode
+from webgym_common.choices import WandbMode
 from webgym_common.events import EvaluationResult, RolloutMetrics
 
 

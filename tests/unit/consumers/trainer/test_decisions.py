@@ -21,7 +21,8 @@ from consumers.trainer.decisions import (
     trained_version,
 )
 from consumers.trainer.llamafactory import run_id
-from webgym_common.config import Settings, TrainMode
+from webgym_common.choices import TrainMode
+from webgym_common.config import Settings
 from webgym_common.events import ChatMessage, Event, IterationClosed, ModelVersion, ReplaySample
 from webgym_common.stream.bus import Received
 

@@ -17,7 +17,8 @@ from consumers.trainer.llamafactory import (
     total_steps,
     write_run,
 )
-from webgym_common.config import TrainerSettings, TrainMode
+from webgym_common.choices import TrainMode
+from webgym_common.config import TrainerSettings
 from webgym_common.events import ChatMessage, ReplaySample
 
 BASE = "/models/smollm2"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from processors.policy.choosers import Chooser, Choosers, chooser_for
 from webgym_common.agent.prompts import EpisodeContext
-from webgym_common.config import PolicyKind, load_settings
+from webgym_common.choices import PolicyKind
+from webgym_common.config import load_settings
 from webgym_common.versions import BASELINE_VERSION
 
 

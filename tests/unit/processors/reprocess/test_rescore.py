@@ -23,7 +23,8 @@ from processors.reprocess.rescore import (
 )
 from tests.unit.scored import scored
 from webgym_common.agent.actions import format_action, parse_action
-from webgym_common.config import JudgeKind, load_settings
+from webgym_common.choices import JudgeKind
+from webgym_common.config import load_settings
 from webgym_common.events import (
     ActionChosen,
     EpisodeCompleted,

@@ -18,7 +18,8 @@ from producers.controller.evaluate import (
 )
 from producers.controller.iteration import IterationState, task_id_of
 from tests.unit.scored import scored
-from webgym_common.config import Split, Suite, load_settings
+from webgym_common.choices import Split, Suite
+from webgym_common.config import load_settings
 from webgym_common.events import PageEnvironment, Task
 from webgym_common.tasks import group_of, in_split, suite_of
 from webgym_common.versions import version_number

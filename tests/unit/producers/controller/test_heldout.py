@@ -13,7 +13,7 @@ from producers.controller.heldout import (
     per_group_for,
     stratified_tasks,
 )
-from webgym_common.config import Split, Suite
+from webgym_common.choices import Split, Suite
 from webgym_common.events import PageEnvironment, Task
 from webgym_common.tasks import group_of, read_task_file
 

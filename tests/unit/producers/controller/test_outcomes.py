@@ -17,7 +17,7 @@ from producers.controller.outcomes import (
 )
 from tests.factories import sample_event
 from tests.unit.scored import scored
-from webgym_common.config import Split, Suite
+from webgym_common.choices import Split, Suite
 from webgym_common.events import EvaluationResult, Task
 from webgym_common.history import JUDGE_FAILED
 

@@ -19,7 +19,8 @@ from webgym_common.agent.actions import (
     reply_regex,
 )
 from webgym_common.agent.prompts import action_list
-from webgym_common.config import PROJECT_ROOT, InteractionMode
+from webgym_common.choices import InteractionMode
+from webgym_common.config import PROJECT_ROOT
 
 SET_OF_MARKS = {
     "Click [3]": ("Click", {"element": 3}),

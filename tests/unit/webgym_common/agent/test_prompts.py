@@ -17,7 +17,7 @@ from webgym_common.agent.prompts import (
     action_list,
     build_messages,
 )
-from webgym_common.config import InteractionMode
+from webgym_common.choices import InteractionMode
 from webgym_common.events import Mark
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "aria"

@@ -6,7 +6,7 @@ import pytest
 
 from webgym_common.agent.actions import ACTIONS, ActionKind, Slot, format_action, parse_action
 from webgym_common.agent.teacher import ordinal, reference_thought, resolve_reference_action
-from webgym_common.config import InteractionMode
+from webgym_common.choices import InteractionMode
 from webgym_common.events import Mark, ParsedAction, ReferenceAction
 
 

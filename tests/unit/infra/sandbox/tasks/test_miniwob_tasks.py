@@ -24,7 +24,7 @@ from infra.sandbox.tasks.miniwob_tasks import (
     UNSUPPORTED,
     all_tasks,
 )
-from webgym_common.config import Split, Suite
+from webgym_common.choices import Split, Suite
 from webgym_common.tasks import band_of, in_split, read_task_file, suite_of
 
 TASKS, BAD = read_task_file(OUTPUT)

@@ -13,7 +13,7 @@ from typing import Any
 from infra.sandbox.app import GENERATED_TASKS_FILE
 from infra.sandbox.tasks.generators import splits
 from infra.sandbox.tasks.generators.build import generated_tasks, summary_table
-from webgym_common.config import Split, Suite
+from webgym_common.choices import Split, Suite
 from webgym_common.tasks import band_of, max_steps_for, parse_task_line, read_task_file, suite_of
 
 LINES = [ln for ln in GENERATED_TASKS_FILE.read_text(encoding="utf-8").splitlines() if ln.strip()]

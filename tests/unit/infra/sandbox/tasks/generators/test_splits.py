@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra.sandbox.tasks.generators import splits
-from webgym_common.config import Split
+from webgym_common.choices import Split
 
 TEST = "product:Cobalt Pulse 311"  # a held-out entity (sha256-based: stable across runs)
 TRAIN = "product:Acme Volt 500"

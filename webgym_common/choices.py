@@ -1,0 +1,122 @@
+"""The project's choices: every setting (and event field) with a fixed set of values is one
+of these enums, so a wrong value is refused where it is read, naming the allowed ones."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class PolicyKind(StrEnum):
+    VLLM = "vllm"  # any OpenAI-compatible server
+    TEACHER = "teacher"  # replays the task's reference actions
+
+
+class JudgeKind(StrEnum):
+    RULES = "rules"  # normalized match of the answer against the definite answer
+    LLM = "llm"  # WebGym's judge
+
+
+class SamplingStrategy(StrEnum):
+    UNIFORM = "uniform"
+    RATIO = "ratio"
+    ATTEMPT = "attempt"
+
+
+class InteractionMode(StrEnum):
+    SET_OF_MARKS = "set_of_marks"
+    COORDINATES = "coordinates"
+
+
+class Split(StrEnum):
+    """A task's split (Task.split; none: any split). Values hold no "-": episode ids join on it."""
+
+    TRAIN = "train"
+    TEST = "test"  # held out by entity (sandbox) or by seed (MiniWoB++)
+    OOD = "ood"  # held-out templates / environments: WebGym's out-of-distribution test set
+
+
+class WandbMode(StrEnum):
+    OFFLINE = "offline"
+    ONLINE = "online"
+
+
+class Driver(StrEnum):
+    """Who chooses an episode's actions (EpisodeRequested.driver)."""
+
+    POLICY = "policy"  # the policy processor
+    EXTERNAL = "external"  # webgym drive, the env server: the policy processor stays out
+
+
+class Suite(StrEnum):
+    """Which task suite a task belongs to (webgym_common.tasks.suite_of)."""
+
+    SANDBOX = "sandbox"  # the sandbox sites: hand-written and generated tasks
+    MINIWOB = "miniwob"  # MiniWoB++ pages, scored by the page itself
+    WEB = "web"  # any other task file (WebGym's, live web sites)
+    ALL = "all"
+
+
+class Band(StrEnum):
+    """WebGym's difficulty bands: easy 1-3, medium 4-6, hard 7+ (tasks.band_of)."""
+
+    EASY = "easy"
+    MEDIUM = "medium"
+    HARD = "hard"
+
+
+class ScreenshotFormat(StrEnum):
+    PNG = "png"
+    JPEG = "jpeg"
+    WEBP = "webp"
+
+    @property
+    def mime(self) -> str:
+        return f"image/{self.value}"
+
+    @classmethod
+    def mime_of(cls, fmt: str | None) -> str:
+        """The MIME type of a stored screenshot's format (JPEG when unknown)."""
+        return cls(fmt).mime if fmt is not None and fmt in cls._value2member_map_ \
+            else cls.JPEG.mime
+
+
+class ImageTransport(StrEnum):
+    DATA_URL = "data_url"
+    PRESIGNED = "presigned"
+
+
+class ProcessingGuarantee(StrEnum):
+    EXACTLY_ONCE = "exactly_once"
+    AT_LEAST_ONCE = "at_least_once"
+
+
+class TrainTrigger(StrEnum):
+    SYNC = "sync"  # after each iteration closes (WebGym)
+    ASYNC = "async"  # every `every_samples` new replay samples (AReaL / AsyncWebRL)
+
+
+class TrainMode(StrEnum):
+    LORA_SFT = "lora_sft"
+    FULL_SFT = "full_sft"
+    KTO = "kto"  # successes and failures, each with its label
+    DPO = "dpo"  # a success and a failure of the same task at the same step count as a pair
+
+    @property
+    def stage(self) -> str:
+        return {"lora_sft": "sft", "full_sft": "sft"}.get(self.value, self.value)
+
+    @property
+    def finetuning_type(self) -> str:
+        return "full" if self is TrainMode.FULL_SFT else "lora"
+
+    @property
+    def needs_failures(self) -> bool:
+        return self in (TrainMode.KTO, TrainMode.DPO)
+
+
+class Compression(StrEnum):
+    ZSTD = "zstd"
+    GZIP = "gzip"
+    LZ4 = "lz4"
+    SNAPPY = "snappy"
+    NONE = "none"

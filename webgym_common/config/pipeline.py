@@ -1,0 +1,259 @@
+"""Settings of the pipeline's processes: browser workers, policy, evaluator, replay buffer,
+trainer and the rollout controller."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from webgym_common.choices import (
+    Band,
+    ImageTransport,
+    InteractionMode,
+    JudgeKind,
+    PolicyKind,
+    ProcessingGuarantee,
+    SamplingStrategy,
+    ScreenshotFormat,
+    Split,
+    Suite,
+    TrainMode,
+    TrainTrigger,
+)
+
+
+class BrowserSettings(BaseModel):
+    """Browser workers: one Chromium per process, `contexts` episodes at a time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    executable_path: Path = Path("/usr/lib/chromium/chromium-headless-shell")
+    contexts: int = Field(4, ge=1, le=64)
+    viewport_width: int = Field(1280, ge=320, le=4096)
+    viewport_height: int = Field(720, ge=240, le=4096)
+    screenshot_format: ScreenshotFormat = ScreenshotFormat.JPEG
+    screenshot_quality: int = Field(80, ge=1, le=100)
+    action_timeout_s: float = Field(10.0, gt=0)
+    navigation_timeout_s: float = Field(15.0, gt=0)
+    observe_timeout_s: float = Field(15.0, gt=0)
+    settle_s: float = Field(0.3, ge=0, description="quiet time after an action before observing")
+    wait_action_s: float = Field(5.0, ge=0, description="how long the Wait action waits")
+    max_marks: int = Field(300, ge=1)
+    # The URL policy (producers/browser/urlpolicy.py). Hosts (shell globs, `host` or
+    # `host:port`) episodes may visit at all; "*" = any host whose every address is public.
+    url_allowlist: list[str] = Field(default_factory=lambda: ["*"])
+    # host[:port] globs exempt from the address checks (loopback, private, CGNAT, ULA...):
+    # allowed as they are. "{sandbox}" is the sandbox web's host:port. Link-local and
+    # metadata addresses are refused whatever either list says.
+    private_allowlist: list[str] = Field(default_factory=lambda: ["{sandbox}"])
+    url_resolve_timeout_s: float = Field(5.0, gt=0, description="DNS lookup of a visited host")
+    url_cache_ttl_s: float = Field(60.0, ge=0, description="how long a host's addresses are kept")
+    # Actions that arrive before their episode's request wait this long, then are dropped.
+    pending_action_ttl_s: float = Field(60.0, gt=0)
+    # On a rebalance, the episodes of revoked partitions are cancelled; the worker waits this
+    # long for them to stop (and for what they sent to reach Kafka) before letting go.
+    revoke_timeout_s: float = Field(5.0, gt=0)
+    # An episode retries a failing screenshot upload (MinIO) or observation publish (Kafka)
+    # this long (never past its deadline), then ends as crashed saying which failed.
+    dependency_retry_s: float = Field(60.0, gt=0)
+    # Ended episodes are looked up in webgym.episodes.completed from this long before the
+    # first record a worker re-reads on a partition (producer clocks may differ).
+    finished_lookback_s: float = Field(600.0, ge=0)
+
+
+class PolicySettings(BaseModel):
+    """The policy processor and the model server it calls."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: PolicyKind = PolicyKind.VLLM
+    # Any OpenAI-compatible endpoint: the local vLLM, compose's vLLM service, a GPU box.
+    # Unset: the local vLLM that `webgym infra up --with-vllm` starts.
+    base_url: str = ""
+    api_key: str = "EMPTY"
+    model: str = "webgym-policy"  # served model name until a ModelVersion says otherwise
+    version: str = "base"
+    max_inflight: int = Field(8, ge=1, le=256, description="episodes deciding at once")
+    timeout_s: float = Field(120.0, gt=0)
+    retries: int = Field(3, ge=0, le=10)
+    max_tokens: int = Field(160, ge=16)
+    temperature: float = Field(0.0, ge=0, le=2)
+    # Test/ood episodes (webgym eval) sample at this temperature with this seed, whatever the
+    # training temperature: a version's success is measured the same way every time.
+    eval_temperature: float = Field(0.0, ge=0, le=2)
+    eval_seed: int = 0
+    structured_output: bool = True  # constrain replies to the action grammar (regex)
+    thinking: bool = False  # the model reasons in <think>...</think> first
+    vision: bool = False  # attach the screenshot as an image part
+    image_transport: ImageTransport = ImageTransport.DATA_URL
+    max_element_chars: int = Field(
+        800, ge=200,
+        description="the page view's budget in characters (webgym_common.agent.pageview). 800 "
+                    "keeps system + user prompt with 5 history steps + a 60-token reply within the "
+                    "trainer's cutoff_len of 1024 SmolLM2 tokens on the densest pages measured",
+    )
+    # An observation whose EpisodeRequested has not been read waits until the episodes partition
+    # is read to the end it had at least this long after the observation (its request may be
+    # published this late); only then is it dead-lettered. Never skipped by age.
+    context_wait_s: float = Field(30.0, gt=0)
+    # The model server or MinIO down: a decision is retried, waiting up to this long between
+    # tries, while the episode can still use an action (until its deadline).
+    retry_max_backoff_s: float = Field(10.0, gt=0)
+    # Benchmarks only: the teacher-forcing policy waits this long per decision, like a model.
+    teacher_delay_s: float = Field(0.0, ge=0)
+    # ... plus a random extra up to this long, so decisions finish out of order as a model's do.
+    teacher_delay_jitter_s: float = Field(0.0, ge=0)
+
+
+class EvaluatorSettings(BaseModel):
+    """The evaluator processor: the verifiable reward of every completed episode."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # "rules": normalized match of the ANSWER against the task's definite answer.
+    # "llm": WebGym's judge (blocking check, criterion B, criterion A per fact group).
+    judge: JudgeKind = JudgeKind.RULES
+    # Any OpenAI-compatible endpoint. Unset: the policy's base_url and model.
+    base_url: str = ""
+    api_key: str = "EMPTY"
+    model: str = ""
+    timeout_s: float = Field(60.0, gt=0, description="per judge request")
+    retries: int = Field(2, ge=0, le=10)
+    max_concurrency: int = Field(4, ge=1, le=256, description="judge requests at once")
+    max_inflight: int = Field(4, ge=1, le=64, description="episodes being scored at once")
+    max_tokens: int = Field(384, ge=16)
+    temperature: float = Field(0.0, ge=0, le=2)
+    structured_output: bool = False  # constrain the reply to analysis + verdict (vLLM only)
+    vision: bool = False  # attach the screenshots as image parts (Qwen-VL-class judges)
+    max_screenshots: int = Field(48, ge=1, le=256, description="the last N steps judged")
+    blocking_sample: int = Field(20, ge=1, le=256, description="steps the blocking check sees")
+    page_text_chars: int = Field(1500, ge=0, description="page text kept per step")
+    evidence_chars: int = Field(6000, ge=200, description="page text per judge prompt")
+    blocklist_hours: float = Field(12.0, gt=0)
+    # A state agent still below a completion's offsets that sits idle this long has the rest
+    # of its partition read: only transaction markers left there means it has caught up.
+    trajectory_wait_s: float = Field(15.0, gt=0)
+    # After a completion, the agents folding the state topics are waited for until they have
+    # read past it (processors/evaluator/catchup.py). Those that handle nothing for this long
+    # while still behind are given up on: the episode is scored with what is there, saying so.
+    trajectory_stall_s: float = Field(300.0, gt=0)
+    # A question the judge failed (unreachable, no verdict line) is asked this many times in
+    # all, pausing verdict_backoff_s, then twice that, ...; then the score is a judge failure.
+    verdict_attempts: int = Field(3, ge=1, le=20)
+    verdict_backoff_s: float = Field(5.0, ge=0)
+    processing_guarantee: ProcessingGuarantee = ProcessingGuarantee.EXACTLY_ONCE
+
+
+
+class ReplaySettings(BaseModel):
+    """The replay processor's filters (WebGym's) and the trainer's recency-biased draw."""
+
+    model_config = ConfigDict(frozen=True)
+
+    success_only: bool = True  # only steps of episodes whose reward is 1
+    # Failures kept too, labelled (success=false), for KTO/DPO; success_only still decides SFT.
+    include_failures: bool = False
+    filter_same_screenshot: bool = True  # drop a step whose next screenshot is the same
+    capacity: int = Field(10_000, ge=1, description="most recent eligible samples drawn from")
+    window_iterations: int = Field(4, ge=1, description="the trainer draws from the last N")
+    recency_power: float = Field(2.0, ge=0, description="weights (position+1)^p; 1 = uniform")
+    samples_per_run: int = Field(1800, ge=1, description="drawn per training run (WebGym: 1800)")
+
+
+class TrainerSettings(BaseModel):
+    """The trainer consumer (LLaMA-Factory runs in their own venv) and the model loader."""
+
+    model_config = ConfigDict(frozen=True)
+
+    trigger: TrainTrigger = TrainTrigger.SYNC
+    every_samples: int = Field(64, ge=1, description="async trigger: new samples per run")
+    mode: TrainMode = TrainMode.LORA_SFT
+    # Rollouts of version v may be trained on while current - v <= max_staleness; the
+    # controller starts iteration i once version >= i - max_staleness is served.
+    # 0 = WebGym's synchronous loop; k > 0 = the asynchronous loop of AReaL / AsyncWebRL.
+    max_staleness: int = Field(0, ge=0)
+    llamafactory_version: str = "0.9.5"
+    torch_version: str = "2.13.0"  # LLaMA-Factory's venv (vLLM's has its own: vllm.torch_version)
+    template: str = "smollm2"  # LLaMA-Factory's chat template for the base model
+    base_model: str = ""  # a directory or hub id; unset: the local vLLM's model
+    model_name: str = "webgym-policy"  # webgym.models key; version N is served as <name>-vN
+    # LoRA: the rate and rank of the measured learning curve (docs/learning-curve); WebGym's
+    # full fine-tuning uses 1e-6.
+    learning_rate: float = Field(5e-4, gt=0)
+    epochs: float = Field(2.0, gt=0)
+    max_steps: int = Field(-1, ge=-1, description="caps the run (-1: epochs decide)")
+    batch_size: int = Field(2, ge=1)
+    gradient_accumulation: int = Field(1, ge=1)
+    cutoff_len: int = Field(1024, ge=64)
+    lora_rank: int = Field(16, ge=1, le=64)
+    # The recipe (WebGym's filtered behaviour cloning after a supervised start): the first
+    # run from the base model trains on the whole demonstration bank (`webgym demos build`)
+    # beside its draw; every later run mixes bank rows into the policy's own successes so
+    # that they make up this share of its rows (0: later runs learn from the policy only).
+    warm_start: bool = True
+    demonstration_share: float = Field(0.25, ge=0, lt=1)
+    use_cpu: bool = True  # False on a GPU box
+    threads: int = Field(0, ge=0, description="OMP_NUM_THREADS for the run (0: all cores)")
+    run_timeout_s: float = Field(3600.0, gt=0)
+    # How long after an iteration closes the trainer waits for the replay processor to
+    # have read every scored episode before drawing (sync trigger).
+    replay_wait_s: float = Field(300.0, gt=0)
+    # The replay set to train on: empty = webgym.replay; else the full name of a topic
+    # `webgym reprocess refilter` wrote (a training set rebuilt from the scored history).
+    replay_topic: str = ""
+
+
+class RolloutSettings(BaseModel):
+    """The controller: sampling, timeouts, completion threshold and grace period."""
+
+    model_config = ConfigDict(frozen=True)
+
+    strategy: SamplingStrategy = SamplingStrategy.ATTEMPT
+    # Shares per difficulty band for the ratio strategy.
+    ratios: dict[Band, float] = Field(
+        default_factory=lambda: {Band.EASY: 0.4, Band.MEDIUM: 0.4, Band.HARD: 0.2}
+    )
+    task_timeout_minutes: float = Field(20.0, gt=0)
+    completion_threshold: float = Field(0.95, gt=0, le=1)
+    grace_period_s: float = Field(60.0, ge=0)
+    # A cancelled straggler gets this long to report before the iteration closes without it.
+    cancel_wait_s: float = Field(60.0, ge=0)
+    # How long to wait for the evaluator's scores before closing an iteration.
+    score_wait_s: float = Field(120.0, ge=0)
+    seed: int | None = None
+    interaction_mode: InteractionMode = InteractionMode.SET_OF_MARKS
+    # This share of training episodes whose task has reference actions runs teacher-forced:
+    # demonstrations the trainer learns from beside the policy's own successes (a small model
+    # on the CPU rarely succeeds on its own at first). 0: the policy runs every episode.
+    demonstration_share: float = Field(0.0, ge=0, le=1)
+    # The first training iteration also runs this many teacher-forced episodes on training
+    # tasks with reference actions (`webgym run --demos N`): the first training draws have
+    # demonstrations to learn from whatever the base model manages.
+    demonstrations: int = Field(0, ge=0)
+    # The loop evaluates every k-th served version (the base model first) on the test and ood
+    # splits of each suite with such tasks, before the iteration that runs on it; 0: never.
+    eval_every: int = Field(0, ge=0)
+    eval_limit: int | None = Field(None, ge=1, description="tasks per suite and split")
+    # The fixed, stratified held-out set instead of a draw: this many tasks of every
+    # MiniWoB++ environment / sandbox template (producers.controller.heldout).
+    eval_per_group: int | None = Field(None, ge=1)
+    # Evaluation and demonstration-bank episodes in flight at once (the rest wait unrequested,
+    # so each one's task_timeout_minutes starts when it is requested, not behind the others).
+    request_window: int = Field(16, ge=1)
+    eval_suite: Suite = Suite.ALL
+    eval_splits: tuple[Split, ...] = (Split.TEST, Split.OOD)
+    # The scripted baseline (click the marks in order, then answer) on the same set, once.
+    eval_baseline: bool = True
+    eval_max_steps: int | None = Field(None, ge=1, description="caps evaluation episodes")
+    # The loop trains: iteration i starts once the model server serves version
+    # i - trainer.max_staleness (producers.controller.iteration.version_needed).
+    train: bool = False
+
+
+class ModelLoaderSettings(BaseModel):
+    """The model loader: each new version loaded into vLLM (consumers/model_loader.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    load_timeout_s: float = Field(120.0, gt=0, description="loading an adapter into vLLM")

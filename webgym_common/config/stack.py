@@ -1,0 +1,140 @@
+"""Settings of the stack the pipeline runs on: Kafka, the S3 store, the embedded
+processes' home and ports, the local vLLM server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from webgym_common.choices import Compression
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_HOME = Path(os.environ.get("WEBGYM_HOME", Path.home() / ".cache" / "webgym"))
+
+
+class KafkaSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    # Unset: the embedded broker's address (infra.host:infra.kafka_port).
+    bootstrap_servers: str = ""
+    # Every topic name is "<topic_prefix>.<suffix>"; tests use a unique prefix each.
+    topic_prefix: str = "webgym"
+    # Episode-keyed topics share this count so a worker owning an episode's
+    # partition in webgym.episodes also owns it in webgym.actions.
+    partitions: int = Field(8, ge=1, le=1024)
+    replication_factor: int = Field(1, ge=1)
+    request_timeout_ms: int = Field(30_000, ge=1000)
+    session_timeout_ms: int = Field(10_000, ge=1000)
+    heartbeat_interval_ms: int = Field(1_000, ge=100)
+    max_poll_interval_ms: int = Field(300_000, ge=1000)
+    linger_ms: int = Field(5, ge=0)
+    compression: Compression = Compression.ZSTD
+    max_request_size: int = Field(4 * 1024 * 1024, ge=1024)
+    replay_retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=60_000)
+    scored_retention_ms: int = Field(-1, ge=-1)  # -1 = forever: scored episodes are the record
+    default_retention_ms: int = Field(3 * 24 * 3600 * 1000, ge=60_000)
+
+
+class S3Settings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    # Unset: the embedded MinIO's address (infra.host:infra.minio_port).
+    endpoint: str = ""
+    access_key: str = "webgym"
+    secret_key: str = "webgym-secret"
+    bucket: str = "webgym"
+    secure: bool = False
+    region: str = "us-east-1"
+    timeout_s: float = Field(30.0, gt=0)
+    presign_expiry_s: int = Field(3600, ge=1, le=7 * 24 * 3600)
+
+
+class InfraSettings(BaseModel):
+    """Where the embedded stack keeps its caches, data and logs, and which ports it binds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    home: Path = DEFAULT_HOME  # caches: jars, binaries, venvs
+    # Unset (or null): <home>/data, filled in before validation.
+    data_dir: Path = Field(default_factory=lambda: DEFAULT_HOME / "data")
+    host: str = "127.0.0.1"
+    kafka_version: str = "3.9.2"
+    # Kafka nodes, each a broker and a controller (a KRaft quorum of `brokers` voters).
+    # Node k (1-based) listens on kafka_port + 2(k-1) and kafka_controller_port + 2(k-1).
+    brokers: int = Field(1, ge=1, le=9)
+    kafka_port: int = Field(19092, ge=1, le=65535)
+    kafka_controller_port: int = Field(19093, ge=1, le=65535)
+    kafka_heap: str = "512m"  # the single node's heap
+    kafka_cluster_heap: str = "384m"  # each node's when brokers > 1 (3 fit beside Chromium)
+    minio_version: str = "v0.0.0-20260212201848-7aac2a2c5b7c"
+    minio_port: int = Field(19000, ge=1, le=65535)
+    minio_console_port: int = Field(19001, ge=1, le=65535)
+    sandbox_port: int = Field(18765, ge=1, le=65535)
+    start_timeout_s: float = Field(120.0, gt=0)
+    stop_timeout_s: float = Field(20.0, gt=0)
+    # The pipeline's supervisor restarts a process that dies after restart_backoff_s,
+    # doubling per quick death up to restart_backoff_max_s; a process that ran for
+    # restart_reset_after_s starts over at restart_backoff_s.
+    restart_backoff_s: float = Field(1.0, gt=0)
+    restart_backoff_max_s: float = Field(30.0, gt=0)
+    restart_reset_after_s: float = Field(60.0, gt=0)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home
+
+    def kafka_node_ports(self) -> list[tuple[int, int]]:
+        """(broker port, controller port) of node 1, 2, ... `brokers`."""
+        return [(self.kafka_port + 2 * i, self.kafka_controller_port + 2 * i)
+                for i in range(self.brokers)]
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """Every embedded broker's address, comma-separated (clients may reach any of them)."""
+        return ",".join(f"{self.host}:{port}" for port, _ in self.kafka_node_ports())
+
+    @model_validator(mode="after")
+    def _kafka_ports_distinct(self) -> InfraSettings:
+        ports = [p for pair in self.kafka_node_ports() for p in pair]
+        if len(set(ports)) != len(ports) or max(ports) > 65535:
+            raise ValueError(
+                f"{self.brokers} Kafka nodes need ports kafka_port + 2k and "
+                f"kafka_controller_port + 2k (k < {self.brokers}) all distinct and <= 65535; "
+                f"kafka_port={self.kafka_port}, kafka_controller_port={self.kafka_controller_port}"
+            )
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _data_under_home(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("data_dir") is None:
+            data = {**data, "data_dir": Path(data.get("home") or DEFAULT_HOME) / "data"}
+        return data
+
+
+
+class VllmSettings(BaseModel):
+    """The local vLLM (CPU) server `webgym infra up --with-vllm` starts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    port: int = Field(18000, ge=1, le=65535)
+    vllm_version: str = "0.32.0"
+    torch_version: str = "2.13.0"  # vLLM's venv (the trainer's: trainer.torch_version)
+    max_model_len: int = Field(4096, ge=256)
+    kv_cache_gib: int = Field(1, ge=1)
+    start_timeout_s: float = Field(600.0, gt=0)
+    # Which cores vLLM's CPU worker binds its OpenMP threads to: "all" = every core this
+    # process may use; "auto" = vLLM's own choice, which on a 2-core machine binds one core
+    # and reserves the other (half the speed, bench/vllm_cpu_fit.py); "nobind"; or "0-3".
+    cpu_threads_bind: str = Field("all", pattern=r"^(all|auto|nobind|[0-9,\-|]+)$")
+    # The weights' dtype: "cpu" = bfloat16 where the CPU has native bf16, else float32
+    # (infra/vllm_server.server_dtype); or any of vLLM's --dtype values.
+    dtype: str = Field("cpu", pattern=r"^(cpu|auto|float32|bfloat16|float16|half|float)$")
+    # When set, the server requires it (`--api-key`) on every /v1 route, runtime LoRA
+    # loading included, and the policy, the LLM judge and the model loader send it unless
+    # given a key of their own (policy.api_key, evaluator.api_key).
+    api_key: str | None = None
