@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from infra.procs import ManagedProcess, run_step
+from infra.procs import InfraError, ManagedProcess, run_step
 from webgym_common.config import Settings
 
 HERE = Path(__file__).resolve().parent / "vllm"
@@ -41,6 +41,9 @@ def venv_dir(settings: Settings) -> Path:
 
 
 def model_dir(settings: Settings) -> Path:
+    """The model directory vLLM serves: vllm.model, else SmolLM2-135M-Instruct in the cache."""
+    if settings.vllm.model:
+        return Path(settings.vllm.model).expanduser()
     return settings.infra.cache_dir / "models" / "smollm2-135m-instruct"
 
 
@@ -66,6 +69,9 @@ def ensure_model(settings: Settings) -> Path:
     out = model_dir(settings)
     if (out / "config.json").exists():
         return out
+    if settings.vllm.model:  # the user's: nothing to build
+        raise InfraError(f"setting WEBGYM_VLLM__MODEL = {settings.vllm.model!r}: not a Hugging "
+                         "Face model directory (no config.json in it)")
     venv = ensure_venv(settings)
     run_step([str(venv / "bin" / "python"), str(HERE / "build_model.py"), str(out)],
          "building the SmolLM2-135M model directory", timeout_s=900)

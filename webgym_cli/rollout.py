@@ -74,6 +74,10 @@ def run(
         [Path(f) for f in RUN_TASKS], "--tasks", exists=True, dir_okay=False,
         help="Task files to load (default: the sandbox's hand-written and generated tasks "
         "and MiniWoB++)."),
+    model: Path | None = typer.Option(
+        None, "--model", exists=True, file_okay=False,
+        help="A Hugging Face model directory to serve and train instead of SmolLM2-135M "
+        "(with WEBGYM_TRAINER__TEMPLATE, its LLaMA-Factory chat template)."),
     monitor: bool = typer.Option(
         True, help="Start `webgym monitor` beside the pipeline (left serving after the run; "
         "`webgym pipeline down` stops it)."),
@@ -94,7 +98,8 @@ def run(
                                       "eval_suite": Suite.MINIWOB, "eval_splits": [Split.TEST],
                                       "eval_max_steps": eval_max_steps,
                                       "demonstrations": demos},
-                             trainer={"max_staleness": max_staleness, "max_steps": train_steps})
+                             trainer={"max_staleness": max_staleness, "max_steps": train_steps},
+                             vllm={"model": str(model) if model else None})
     _main_job(settings, tasks, monitor, bank, [Suite.MINIWOB], tasks_per_iteration,
               iterations, None)
 
@@ -113,6 +118,10 @@ def curve(
     eval_max_steps: int = typer.Option(8, help="Caps each held-out episode's steps."),
     suite: Suite = typer.Option(Suite.ALL, help="Bank and held-out sets of one suite only."),
     out: Path = typer.Option(Path("docs/learning-curve"), help="Where the CSVs and PNG go."),
+    model: Path | None = typer.Option(
+        None, "--model", exists=True, file_okay=False,
+        help="A Hugging Face model directory to serve and train instead of SmolLM2-135M "
+        "(with WEBGYM_TRAINER__TEMPLATE, its LLaMA-Factory chat template)."),
 ) -> None:
     """The learning curve on the fixed held-out sets of MiniWoB++ and the sandbox.
 
@@ -129,7 +138,8 @@ def curve(
                                       "eval_per_group": per_group, "eval_suite": suite,
                                       "eval_splits": [Split.TEST],
                                       "eval_max_steps": eval_max_steps},
-                             trainer={"max_steps": train_steps})
+                             trainer={"max_steps": train_steps},
+                             vllm={"model": str(model) if model else None})
     suites: list[Suite] = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
     _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank, suites,
               tasks_per_iteration, iterations, out)

@@ -122,6 +122,9 @@ class VllmSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     port: int = Field(18000, ge=1, le=65535)
+    # The model it serves and the trainer fine-tunes: a Hugging Face model directory
+    # (`webgym run --model`); unset: SmolLM2-135M-Instruct, built into the cache.
+    model: str = ""
     vllm_version: str = "0.32.0"
     torch_version: str = "2.13.0"  # vLLM's venv (the trainer's: trainer.torch_version)
     max_model_len: int = Field(4096, ge=256)

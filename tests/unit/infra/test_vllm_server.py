@@ -45,3 +45,21 @@ def test_the_server_computes_in_float32_unless_the_cpu_has_native_bf16(tmp_path:
     assert server_dtype("bfloat16", {"avx2"}) == "bfloat16"  # an explicit choice wins
     argv = server_command(load_settings(vllm={"dtype": "float16"}), tmp_path, tmp_path)
     assert argv[argv.index("--dtype") + 1] == "float16"
+
+
+def test_a_users_model_directory_is_served_and_trained_instead_of_smollm2(tmp_path: Path) -> None:
+    from infra import trainer_env
+    from infra.procs import InfraError
+    from infra.vllm_server import ensure_model, model_dir
+
+    default = load_settings(infra={"home": tmp_path})
+    assert model_dir(default).name == "smollm2-135m-instruct"
+    mine = tmp_path / "qwen"
+    mine.mkdir()
+    settings = load_settings(infra={"home": tmp_path}, vllm={"model": str(mine)},
+                             trainer={"use_cpu": False})
+    with pytest.raises(InfraError, match="no config.json"):  # never built over the user's
+        ensure_model(settings)
+    (mine / "config.json").write_text("{}")
+    assert ensure_model(settings) == mine == model_dir(settings)
+    assert trainer_env.base_model(settings) == str(mine)  # the adapters fit what vLLM serves
