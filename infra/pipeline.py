@@ -46,6 +46,7 @@ class ProcessStatus:
     restarts: int = 0  # by the supervisor since `up`
     last_exit: str = "-"  # how it last died ("exit 1", "SIGKILL"), "-" if never
     last_restart_at: float | None = None  # wall clock
+    started: bool = True  # False: `up` did not start it (a training process, training off)
 
 
 def available() -> list[str]:
@@ -191,10 +192,22 @@ def supervisor_pid(settings: Settings) -> int | None:
     return supervisor_proc(settings).pid()
 
 
+def started_by_up(settings: Settings) -> list[str]:
+    """The processes the running (or last) `up` started: its supervisor's spec, else the
+    ones `up` would start with these settings."""
+    spec = supervisor_proc(settings).pid_file.with_suffix(".spec.json")
+    try:
+        return [p["name"] for p in json.loads(spec.read_text())["processes"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return selected(settings)
+
+
 def status(settings: Settings) -> list[ProcessStatus]:
+    """Every process there is, started by `up` or not."""
     state = supervisor.read_state(state_file(settings))
+    started = set(started_by_up(settings))
     rows = []
-    for name in selected(settings):
+    for name in available():
         proc = _proc(settings, name)
         pid = proc.pid()
         seen = state.get(name, {})
@@ -203,5 +216,6 @@ def status(settings: Settings) -> list[ProcessStatus]:
             restarts=int(seen.get("restarts", 0)),
             last_exit=supervisor.describe_exit(seen.get("last_exit")),
             last_restart_at=seen.get("last_restart_at"),
+            started=name in started or pid is not None,
         ))
     return rows

@@ -26,7 +26,9 @@ def envserver_command(
 
     Routes: /create, /reset, /step, /observation, /close, /list_envs. Each env is an
     episode of the pipeline (driver external): run browser workers and the evaluator
-    beside it; `idx` in /reset picks the catalog's tasks sorted by task_id."""
+    beside it; `idx` in /reset picks the catalog's tasks sorted by task_id.
+
+    Example: webgym envserver --port 18790 --idle-timeout 900"""
     from producers.envserver.app import run_envserver
 
     settings = settings_with(envserver={"host": host, "port": port,

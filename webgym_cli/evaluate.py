@@ -51,7 +51,9 @@ def eval_command(
     """Run the test split(s) on a fixed seed and temperature; publish and print the results.
 
     Needs the pipeline running (`webgym pipeline up`) and a task file with splits loaded.
-    Evaluation episodes never feed replay and count in no iteration's metrics."""
+    Evaluation episodes never feed replay and count in no iteration's metrics.
+
+    Example: webgym eval --heldout --suite miniwob --seed 1 --max-steps 8"""
     if Split.TRAIN in split:
         raise typer.BadParameter("evaluate on test or ood: training tasks are not held out")
     if (limit is not None) + (per_group is not None) + heldout > 1:

@@ -25,7 +25,9 @@ def infra_up(
              "min.insync.replicas 2.",
     ),
 ) -> None:
-    """Start Kafka (KRaft), MinIO and the sandbox web on 127.0.0.1; wait until healthy."""
+    """Start Kafka (KRaft), MinIO and the sandbox web on 127.0.0.1; wait until healthy.
+
+    Example: webgym infra up --with-vllm"""
     from infra import stack
 
     settings = settings_with(infra={"brokers": brokers})
@@ -49,7 +51,9 @@ def infra_prepare(
         False, "--with-trainer", help="Also LLaMA-Factory's venv (torch, llamafactory)."
     ),
 ) -> None:
-    """Fetch the Kafka jars and build MinIO into the cache (done by `up` when missing)."""
+    """Fetch the Kafka jars and build MinIO into the cache (done by `up` when missing).
+
+    Example: webgym infra prepare"""
     from infra import kafka_broker, minio_server, trainer_env, vllm_server
 
     settings = get_settings()
@@ -75,7 +79,9 @@ def infra_prepare(
 @app.command("status")
 @one_line_errors
 def infra_status() -> None:
-    """Show each component, its address, version and health."""
+    """Show each component, its address, version and health.
+
+    Example: webgym infra status"""
     healthy = print_status(get_settings())
     raise typer.Exit(0 if healthy else 1)
 
@@ -83,7 +89,11 @@ def infra_status() -> None:
 @app.command("down")
 @one_line_errors
 def infra_down() -> None:
-    """Stop everything `infra up` started."""
+    """Stop everything webgym started: pipeline, monitor, Kafka, MinIO, vLLM, sandbox.
+
+    Fails naming any port still listening.
+
+    Example: webgym down"""
     from infra import pipeline, stack
 
     settings = get_settings()

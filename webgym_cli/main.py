@@ -8,8 +8,10 @@ inside that command, so `webgym --help` and every other command stay light.
 from __future__ import annotations
 
 import logging
+import shutil
 
 import typer
+import typer.core
 
 from webgym_cli import (
     demos,
@@ -26,11 +28,18 @@ from webgym_cli import (
     worker,
 )
 
+# rich's help panels give a third of the width to a type column: below this many columns
+# the help is click's plain text, wrapped to the terminal (typer reads the flag per call).
+RICH_HELP_COLUMNS = 100
+if shutil.get_terminal_size().columns < RICH_HELP_COLUMNS:
+    typer.core.HAS_RICH = False
+
 app = typer.Typer(help="WebGym Stream: RL for web agents over Kafka.", no_args_is_help=True)
 app.add_typer(rollout.app)  # rollout, run, drive, export: top-level commands
 app.add_typer(evaluate.app)  # eval
 app.add_typer(monitor.app)  # monitor
 app.add_typer(envserver.app)  # envserver
+app.command("down")(infra.infra_down)  # the same as `webgym infra down`
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(infra.app, name="infra")
 app.add_typer(topics.app, name="topics")

@@ -24,7 +24,9 @@ def monitor_command(
     """Serve the read-only monitor web app (live rollout, plots, trajectories).
 
     Pages: the live iteration, metrics plots, the trajectory viewer, models, tasks and dead
-    letters. Reads every topic without a group; commits and publishes nothing."""
+    letters. Reads every topic without a group; commits and publishes nothing.
+
+    Example: webgym monitor --port 18780"""
     from consumers.monitor.app import run_monitor, tensorboard_dir
 
     settings = settings_with(monitor={"host": host, "port": port, "scored_topic": scored_topic})

@@ -22,7 +22,9 @@ def pipeline_up(
     policy: PolicyKind | None = typer.Option(None, help="Policy (default: WEBGYM_POLICY__KIND)."),
     contexts: int | None = typer.Option(None, help="Browser contexts (WEBGYM_BROWSER__CONTEXTS)."),
 ) -> None:
-    """Start browser, policy, evaluator, history and metrics, supervised (restarted if they die)."""
+    """Start browser, policy, evaluator, history and metrics, supervised (restarted if they die).
+
+    Example: webgym pipeline up --policy teacher --contexts 4"""
     from infra import pipeline
 
     settings = settings_with(policy={"kind": policy}, browser={"contexts": contexts})
@@ -35,7 +37,9 @@ def pipeline_up(
 @app.command("down")
 @one_line_errors
 def pipeline_down() -> None:
-    """Stop the pipeline processes."""
+    """Stop the pipeline processes.
+
+    Example: webgym pipeline down"""
     from infra import pipeline
 
     console.print(f"stopped: {', '.join(pipeline.down(get_settings())) or 'nothing'}")
@@ -44,7 +48,9 @@ def pipeline_down() -> None:
 @app.command("status")
 @one_line_errors
 def pipeline_status() -> None:
-    """Show each pipeline process: pid, ready, restarts by the supervisor, last exit."""
+    """Show each pipeline process: pid, ready, restarts by the supervisor, last exit.
+
+    Example: webgym pipeline status"""
     import time
 
     from infra import pipeline
@@ -57,7 +63,10 @@ def pipeline_status() -> None:
     for col in ("process", "pid", "state", "restarts", "last exit", "log"):
         table.add_column(col)
     for r in rows:
-        if r.pid:
+        if not r.started:
+            state = "[dim]not started (training off)[/dim]" if r.name in pipeline.TRAINING \
+                else "[dim]not started[/dim]"
+        elif r.pid:
             state = "[green]ready[/green]" if r.ready else "[yellow]starting[/yellow]"
         else:
             state = "[yellow]restarting[/yellow]" if supervised else "[red]stopped[/red]"
@@ -66,7 +75,8 @@ def pipeline_status() -> None:
             last += f", restarted {time.time() - r.last_restart_at:.0f}s ago"
         table.add_row(r.name, str(r.pid or "-"), state, str(r.restarts), last, str(r.log_file))
     console.print(table)
-    raise typer.Exit(0 if rows and all(r.pid and r.ready for r in rows) else 1)
+    running = [r for r in rows if r.started]
+    raise typer.Exit(0 if running and all(r.pid and r.ready for r in running) else 1)
 
 
 @app.command("supervise", hidden=True)

@@ -92,7 +92,9 @@ def rescore_command(
         None, "--batch", min=1, help="Episodes judged at once and written in one transaction "
         "(default 256 with the rules, 16 with the LLM judge)."),
 ) -> None:
-    """Score past episodes again with a judge, into a new topic; report the agreement."""
+    """Score past episodes again with a judge, into a new topic; report the agreement.
+
+    Example: webgym reprocess rescore --judge rules --to-topic webgym.rescored.r1"""
     from processors.evaluator.judge import make_judge
     from processors.reprocess.agreement import report_dict, report_markdown
     from processors.reprocess.rescore import provenance, rescore
@@ -153,7 +155,9 @@ def refilter_command(
     seed: int = typer.Option(0, "--seed", help="The draw's seed (a re-run draws the same)."),
     start: str | None = FROM, end: str | None = TO, iterations: str | None = ITERATIONS,
 ) -> None:
-    """Build a new replay set from the scored history with the given filters."""
+    """Build a new replay set from the scored history with the given filters.
+
+    Example: webgym reprocess refilter --to-topic webgym.replay.rebuilt --include-failures"""
     from consumers.trainer.draw import draw
     from processors.reprocess.refilter import Filters, refilter
     from webgym_common.topics import Topic
@@ -189,7 +193,9 @@ def export_command(
     blobs: bool = typer.Option(False, "--blobs", help="Copy screenshots, inline prompts."),
     start: str | None = FROM, end: str | None = TO, iterations: str | None = ITERATIONS,
 ) -> None:
-    """Iteration files: Avro containers (zstandard) and WebGym's trajectory layout."""
+    """Iteration files: Avro containers (zstandard) and WebGym's trajectory layout.
+
+    Example: webgym reprocess export --iterations 0-2 --out /tmp/trajectories"""
     from consumers.archiver import default_out_dir
     from consumers.webgym_layout import export_range
     from processors.reprocess.rescore import keypoint_steps

@@ -32,7 +32,9 @@ def rollout_command(
     strategy: SamplingStrategy | None = typer.Option(
         None, help="Sampling (default: WEBGYM_ROLLOUT__STRATEGY)."),
 ) -> None:
-    """Run rollout iterations: sample, request, follow with live progress, print metrics."""
+    """Run rollout iterations: sample, request, follow with live progress, print metrics.
+
+    Example: webgym rollout --split train --tasks-per-iteration 16 --iterations 2"""
     from producers.controller.run import rollout
 
     settings = settings_with(rollout={"strategy": strategy})
@@ -205,7 +207,9 @@ def drive_reference(
     tasks_file: Path = typer.Option(Path(SANDBOX_TASKS), "--tasks", help="JSONL task file."),
     timeout_s: float = typer.Option(300.0, "--timeout", help="Seconds for all episodes."),
 ) -> None:
-    """Run tasks end to end through Kafka, feeding their reference actions as ActionChosen."""
+    """Run tasks end to end through Kafka, feeding their reference actions as ActionChosen.
+
+    Example: webgym drive --tasks infra/sandbox/tasks/sandbox_tasks.jsonl shop-001"""
     from producers.drive_reference import drive, episode_request
     from webgym_common.stream.bus import EventProducer
     from webgym_common.tasks import read_task_file
@@ -258,7 +262,9 @@ def export(
     rank: int | None = typer.Option(
         None, "--rank", help="Node rank, for iteration{N}_rank_{R}.avro."),
 ) -> None:
-    """Write an iteration's scored episodes to an Avro container file (zstandard)."""
+    """Write an iteration's scored episodes to an Avro container file (zstandard).
+
+    Example: webgym export --iteration 0 --out /tmp/iteration-0.avro"""
     from consumers.archiver import export_iteration
 
     result = asyncio.run(export_iteration(get_settings(), iteration, out, rank))

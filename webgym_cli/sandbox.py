@@ -13,7 +13,9 @@ app = typer.Typer(help="The offline sandbox web sites.", no_args_is_help=True)
 def sandbox_up(
     port: int | None = typer.Option(None, help="Port (default: WEBGYM_INFRA__SANDBOX_PORT)."),
 ) -> None:
-    """Serve the sandbox web sites in the foreground (`infra up` runs them in the background)."""
+    """Serve the sandbox web sites in the foreground (`infra up` runs them in the background).
+
+    Example: webgym sandbox up --port 18080"""
     from infra.sandbox.app import main as serve
 
     settings = get_settings()

@@ -18,7 +18,9 @@ app = typer.Typer(help="The task catalog (webgym.tasks).", no_args_is_help=True)
 def tasks_load(
     path: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL task file."),
 ) -> None:
-    """Validate a task file and publish its good lines to webgym.tasks (bad lines reported)."""
+    """Validate a task file and publish its good lines to webgym.tasks (bad lines reported).
+
+    Example: webgym tasks load infra/sandbox/tasks/miniwob_tasks.jsonl"""
     from producers.catalog import run_tasks_load
 
     report = asyncio.run(run_tasks_load(get_settings(), path, console))

@@ -16,7 +16,9 @@ app = typer.Typer(help="Topics from the registry.", no_args_is_help=True)
 @app.command("create")
 @one_line_errors
 def topics_create() -> None:
-    """Create every registry topic that is missing (safe to run again)."""
+    """Create every registry topic that is missing (safe to run again).
+
+    Example: webgym topics create"""
     from webgym_common.stream.admin import create_topics
 
     results = asyncio.run(create_topics(get_settings()))
@@ -28,7 +30,9 @@ def topics_create() -> None:
 @app.command("list")
 @one_line_errors
 def topics_list() -> None:
-    """Show the registry: names, partitions, cleanup policy, retention (faust's topics too)."""
+    """Show the registry: names, partitions, cleanup policy, retention (faust's topics too).
+
+    Example: webgym topics list"""
     from webgym_common.topics import all_topic_specs
 
     table = Table(title="topic registry")

@@ -29,7 +29,9 @@ def run_process(process: Process, settings: Settings, **kwargs: Any) -> None:
 
 
 def summary(process: Process) -> str:
-    return PROCESSES[process].summary[0].upper() + PROCESSES[process].summary[1:] + "."
+    """The command's help: the registry's line, and an example."""
+    line = PROCESSES[process].summary
+    return f"{line[0].upper()}{line[1:]}.\n\nExample: webgym worker {process.value}"
 
 
 @app.command(Process.BROWSER.value, help=summary(Process.BROWSER))

@@ -22,7 +22,9 @@ def fresh_settings() -> Iterator[None]:
 
 
 @pytest.fixture
-def runner() -> CliRunner:
+def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """A wide terminal: rich's help panels (webgym_cli.main keeps them above 100 columns)."""
+    monkeypatch.setattr("typer.core.HAS_RICH", True)
     return CliRunner(env={"COLUMNS": "200"})
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
+import typer.main
 from typer.testing import CliRunner
 
 from webgym_cli.main import app
 
-TOP = ["rollout", "run", "curve", "drive", "export", "eval", "monitor", "envserver", "pipeline",
+TOP = ["down", "rollout", "run", "curve", "drive", "export", "eval", "monitor", "envserver",
+       "pipeline",
        "infra", "topics", "worker", "sandbox", "tasks", "reprocess", "demos"]
 GROUPS = {
     "infra": ["up", "prepare", "status", "down"],
@@ -52,3 +55,33 @@ def test_python_dash_m_runs_the_cli_and_imports_no_pipeline_layer() -> None:
     assert out.returncode == 0, out.stderr
     assert "Usage: webgym" in out.stdout
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every visible command below `group`, by its path."""
+    out = []
+    for name, sub in getattr(group, "commands", {}).items():
+        if not getattr(sub, "hidden", False):
+            out += commands(sub, (*path, name)) if hasattr(sub, "commands") else [
+                ((*path, name), sub)]
+    return out
+
+
+def test_every_command_has_an_example_using_only_its_own_options() -> None:
+    for path, command in commands(typer.main.get_command(app)):
+        help_text = command.help or ""
+        # `webgym down` is `webgym infra down` under a shorter name
+        assert ("Example: webgym " + " ".join(path) in help_text
+                or path == ("infra", "down") and "Example: webgym down" in help_text), path
+        example = help_text.split("Example: ")[1].splitlines()[0]
+        known = {opt for p in command.params for opt in (*p.opts, *p.secondary_opts)}
+        used = {word.split("=")[0] for word in example.split() if word.startswith("--")}
+        assert used <= known, (path, used - known)
+
+
+def test_help_is_plain_and_wrapped_on_a_narrow_terminal() -> None:
+    out = subprocess.run([sys.executable, "-m", "webgym_cli", "eval", "--help"],
+                         capture_output=True, text=True, env={"COLUMNS": "80", "PATH": ""},
+                         timeout=60, check=True).stdout
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    assert "…" not in out and "WEBGYM_POLICY__EVAL_TEMPERATURE" in out

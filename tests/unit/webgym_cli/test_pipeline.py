@@ -48,8 +48,10 @@ def test_pipeline_status_shows_each_process(runner: CliRunner, data_dir: Path) -
     for name in pipeline.selected(get_settings()):
         line = next(ln for ln in result.output.splitlines() if f" {name} " in ln)
         assert "stopped" in line
-    # The trainer and the model loader run only when the loop trains.
-    assert not any(f" {name} " in result.output for name in pipeline.TRAINING)
+    # The trainer and the model loader run only when the loop trains: listed, not started.
+    for name in pipeline.TRAINING:
+        line = next(ln for ln in result.output.splitlines() if f" {name} " in ln)
+        assert "not started (training off)" in line
     assert set(pipeline.selected(load_settings(rollout={"train": True}))) >= pipeline.TRAINING
     # This test's own process stands in for a running, ready history worker.
     (data_dir / "run").mkdir()
