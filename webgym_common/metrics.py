@@ -244,12 +244,16 @@ def write_outputs(table: dict[int, RolloutMetrics], csv_path: Path) -> None:
 
 
 def iteration_axis(ax: Axes, iterations: list[int]) -> None:
-    """Integer iteration ticks, half an iteration of room each side: one point reads as
-    iteration 0, not as ticks from -0.045 to 0.045."""
-    ax.set_xlabel("iteration")
+    integer_axis(ax, iterations, "iteration")
+
+
+def integer_axis(ax: Axes, values: list[int], label: str) -> None:
+    """Integer ticks (iterations, versions), half a unit of room each side: one point reads
+    as 0, not as ticks from -0.045 to 0.045."""
+    ax.set_xlabel(label)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
-    if iterations:
-        ax.set_xlim(min(iterations) - 0.5, max(iterations) + 0.5)
+    if values:
+        ax.set_xlim(min(values) - 0.5, max(values) + 0.5)
 
 
 def demonstration_points(rows: list[RolloutMetrics]) -> tuple[list[int], list[float]]:

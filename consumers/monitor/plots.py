@@ -11,10 +11,9 @@ from collections import defaultdict
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from webgym_common.events import EvaluationResult, RolloutMetrics
-from webgym_common.metrics import METRICS, demonstration_points, iteration_axis
+from webgym_common.metrics import METRICS, demonstration_points, integer_axis, iteration_axis
 
 
 def _png(fig: Figure) -> bytes:
@@ -83,8 +82,7 @@ def learning_curve_png(results: list[EvaluationResult]) -> bytes:
     else:
         _empty(ax, "evaluations")
     ax.set_ylim(-0.05, 1.05)
-    ax.set_xlabel("model version")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    integer_axis(ax, [r.version for r in results if r.version >= 0], "model version")
     ax.set_ylabel("success rate (95 % CI)")
     ax.set_title("learning curve: held-out evaluation per version")
     ax.grid(alpha=0.3)

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from producers.controller.evaluate import BASELINE_EVAL_VERSION, version_cell
 from producers.controller.outcomes import GroupRow, TaskOutcome, group_table, paired
 from producers.controller.stats import mcnemar
 from webgym_common.events import EvaluationResult
+from webgym_common.metrics import integer_axis
 
 PER_TASK_COLUMNS = ("version", "suite", "split", "group", "task_id", "success")
 PER_GROUP_COLUMNS = ("version", "suite", "split", "group", "successes", "n", "success_rate")
@@ -103,11 +103,8 @@ def plot_curve(rows: Sequence[CurveRow], path: Path, title: str = "") -> None:
         for b in (r for r in mine if r.version == BASELINE_EVAL_VERSION):
             ax.axhline(b.success_rate, color=colour, linestyle="--", linewidth=1,
                        label=f"{suite} {split} baseline ({b.successes}/{b.episodes})")
-    versions = sorted({r.version for r in rows if r.version >= 0})
-    if versions:
-        ax.set_xticks(versions)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("model version (0: base model)")
+    integer_axis(ax, [r.version for r in rows if r.version >= 0],
+                 "model version (0: base model)")
     ax.set_ylabel("success rate (95 % Wilson interval)")
     ax.set_ylim(-0.02, 1.02)
     if title:

@@ -264,3 +264,20 @@ def test_no_demonstrations_no_dotted_line() -> None:
     fig = metrics_figure([compute_metrics(0, "train", [scored("a", iteration=0)])])
     (success,) = [ax for ax in fig.axes if ax.get_title().startswith("success_rate")]
     assert [line.get_label() for line in success.get_lines()] == ["policy"]
+
+
+def test_an_integer_axis_with_one_point_shows_that_integer_and_no_fractions() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from webgym_common.metrics import integer_axis
+
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    ax.plot([0], [0.3], marker="o")
+    integer_axis(ax, [0], "model version")
+    fig.canvas.draw()
+    assert ax.get_xlim() == (-0.5, 0.5)
+    ticks = [t for t in ax.get_xticks() if -0.5 <= t <= 0.5]
+    assert ticks == [0] and ax.get_xlabel() == "model version"
