@@ -7,12 +7,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step says when it starts (time since the install began) and how long it took.
+step_start=$SECONDS
+step() {
+  done_step
+  step_start=$SECONDS
+  printf '==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"
+}
+done_step() {
+  if [ -n "${step_name:-}" ]; then printf '    done in %ds\n' $((SECONDS - step_start)); fi
+  step_name=1
+}
+trap 'done_step; printf "==> installed in %dm%02ds\n" $((SECONDS / 60)) $((SECONDS % 60))' EXIT
+
 need_apt=()
 command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || need_apt+=(maven)
 [ -x /usr/lib/chromium/chromium-headless-shell ] || need_apt+=(chromium-headless-shell)
 if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "==> apt-get install ${need_apt[*]}"
+  step "apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
@@ -24,17 +37,18 @@ fi
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
-  echo "==> creating .venv"
+  step "creating .venv"
   "$PY" -m venv .venv
 fi
 stamp=.venv/.installed-$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  echo "==> pip install (pinned by requirements.lock)"
+  step "pip install (pinned by requirements.lock)"
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -c requirements.lock -e ".[dev]"
+  .venv/bin/pip install --progress-bar on -c requirements.lock -e ".[dev]" \
+    | sed '/^Requirement already satisfied/d'
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
 
-echo "==> Kafka jars, MinIO binary, vLLM's and LLaMA-Factory's venvs, the model (cached; first time: minutes)"
+step "Kafka jars, MinIO binary, vLLM's and LLaMA-Factory's venvs, the model (cached; first time: minutes)"
 .venv/bin/webgym infra prepare --with-vllm --with-trainer
