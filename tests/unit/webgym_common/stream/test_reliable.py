@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.factories import sample_event
+from tests.unit.webgym_common.stream.test_faust_app import SeekingApp
 from webgym_common.config import load_settings
 from webgym_common.events import CancelEpisode, Event, StepObserved
 from webgym_common.stream.faust_app import EMPTY_VALUE, FirstReads, Undecodable, make_faust_app
@@ -131,16 +132,6 @@ async def test_records_of_one_key_are_handled_one_at_a_time_by_concurrent_actors
     await asyncio.gather(*(reliable.each(s, StepObserved, handle,  # type: ignore[arg-type]
                                          key=lambda o: o.episode_id) for s in streams))
     assert most == 1 and reliable.in_turn.busy() == 0
-
-
-class SeekingApp:
-    def __init__(self) -> None:
-        self.seeks: list[tuple[Any, int]] = []
-        self.consumer = self
-        self._read_offset: dict[Any, int] = {}
-
-    async def seek(self, tp: Any, offset: int) -> None:
-        self.seeks.append((tp, offset))
 
 
 async def test_first_reads_see_the_poison_at_a_partitions_start() -> None:
