@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.panel import Panel
 from rich.progress import Progress
 from rich.table import Table
 
@@ -172,6 +173,7 @@ def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
         asyncio.run(run_tasks_load(settings, path, console))
     with console.status("starting the pipeline processes"):
         asyncio.run(pipeline.up(settings))
+    url = None
     if monitor:
         with console.status("starting the monitor"):
             try:
@@ -183,10 +185,36 @@ def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
         asyncio.run(_build_bank(settings, bank, bank_suites))
     metrics = asyncio.run(rollout(settings, "train", tasks_per_iteration, iterations, console,
                                   report_dir))
+    exports = []
     for m in metrics:
         result = asyncio.run(export_iteration(settings, m.iteration))
+        exports.append(result.path)
         console.print(f"exported {result.episodes} episodes of iteration {m.iteration} "
                       f"to {result.path}")
+    running = [r.name for r in pipeline.status(settings) if r.pid is not None]
+    console.print(Panel("\n".join(closing_lines(settings, report_dir, exports, url, running)),
+                        title="what ran, where it is, how to stop it", expand=False))
+
+
+def closing_lines(settings: Settings, report_dir: Path | None, exports: list[Path],
+                  monitor_url: str | None, running: list[str]) -> list[str]:
+    """The end of the main job: where its results are and what it leaves running."""
+    from webgym_common.metrics import default_csv_path
+
+    data = Path(settings.infra.data_dir)
+    lines = [f"held-out report: {report_dir or data / 'evaluations'} (curve.csv, per_task.csv, "
+             "per_group.csv, curve.png)",
+             f"metrics: {default_csv_path(settings)} (and its PNG)"]
+    if exports:
+        lines.append(f"trajectories: {exports[0].parent}/ ({len(exports)} iteration files)")
+    if monitor_url:
+        lines.append(f"monitor: {monitor_url} (still serving)")
+    stack = "Kafka, MinIO, the sandbox web" + (", vLLM" if settings.policy.kind ==
+                                               PolicyKind.VLLM else "")
+    lines += [f"still running: {stack}; pipeline: {', '.join(running) or 'nothing'}"
+              + (", monitor" if monitor_url else ""),
+              "stop everything: .venv/bin/webgym down"]
+    return lines
 
 
 async def _build_bank(settings: Settings, limit: int, suites: list[Suite]) -> None:
