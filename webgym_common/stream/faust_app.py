@@ -9,10 +9,10 @@ Values are our Avro events, read and written by the faust codec registered here 
 "webgym" (wrapping webgym_common.codec.Codec), so agents iterate typed events. A
 codec that raises inside faust makes faust ack the message and throw the error into
 the agent (which stops it), so the codec never raises: bytes that are not an event
-decode to `Undecodable(error)`, and `typed_events` dead-letters those (with the
-reason) and yields the rest. Topics and tables take their names and partition counts
-from the registry (webgym_common.topics), which also creates faust's internal topics:
-the apps themselves never create a topic.
+decode to `Undecodable(error)`, and `ReliableApp.each` (reliable.py) dead-letters those
+(with the reason) and hands the rest to its handler. Topics and tables take their names
+and partition counts from the registry (webgym_common.topics), which also creates
+faust's internal topics: the apps themselves never create a topic.
 
 In-order acks (`InOrderAcks`): faust commits a partition up to the first gap in its
 acked offsets but misses a gap right after the committed offset, so an agent with
@@ -37,7 +37,7 @@ from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import faust
 from faust.serializers import codecs
@@ -60,7 +60,6 @@ from webgym_common.topics import (
 )
 
 log = logging.getLogger(__name__)
-E = TypeVar("E", bound=Event)
 EVENT_SERIALIZER = "webgym"
 EMPTY_VALUE = "empty message (tombstone or null value)"
 
