@@ -1,8 +1,8 @@
-"""The hand-written base of the generated event classes in webgym_common/events.py.
+"""The hand-written base of the generated event classes in webgym_common/events/.
 
-events.py is generated from schemas/*.avsc by `python -m webgym_common.codegen`;
+The events package is generated from schemas/*.avsc by `python -m webgym_common.codegen`;
 what every event shares (the base classes and the id/timestamp factories) lives
-here so the generated module holds only shapes.
+here so the generated modules hold only shapes.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Event(AvroRecord):
     event_id: str
     produced_at: datetime
     schema_version: int
-    # Bound by events.py once the class exists: the schema it is written with. The name
+    # Bound by the events package once the class exists: the schema it is written with. The name
     # shadows pydantic's deprecated `BaseModel.schema()`, which nothing here calls.
     schema: ClassVar[EventSchema]  # type: ignore[assignment]
 

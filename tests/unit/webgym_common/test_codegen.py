@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from webgym_common import codegen, events
-from webgym_common.eventbase import AvroRecord, Event
+from webgym_common.eventbase import AvroRecord, Event, utc_now
 from webgym_common.schemas import SCHEMA_DIR, default_schema_set, load_schema_set
 
 _PRIMITIVES: dict[str, Any] = {
@@ -22,31 +22,72 @@ _PRIMITIVES: dict[str, Any] = {
 _FACTORY_FIELDS = {"event_id", "produced_at"}
 
 
-def test_committed_module_is_what_the_schemas_give() -> None:
+def _committed() -> dict[str, str]:
+    return {p.name: p.read_text() for p in codegen.TARGET.glob("*.py")}
+
+
+def test_committed_package_is_what_the_schemas_give() -> None:
     expected = codegen.render(load_schema_set(SCHEMA_DIR))
-    assert codegen.TARGET.read_text() == expected, (
-        "webgym_common/events.py is stale: run .venv/bin/python -m webgym_common.codegen"
+    assert _committed() == expected, (
+        "webgym_common/events/ is stale: run .venv/bin/python -m webgym_common.codegen"
     )
 
 
-def test_a_schema_change_makes_the_check_fail(tmp_path: Path) -> None:
+def test_every_generated_module_stays_short() -> None:
+    for name, source in _committed().items():
+        assert source.count("\n") <= 400, f"{name}: split it in codegen.MODULES"
+
+
+def _copy_schemas(tmp_path: Path) -> Path:
     schemas = tmp_path / "schemas"
     schemas.mkdir()
     for p in SCHEMA_DIR.glob("*.avsc"):
         (schemas / p.name).write_text(p.read_text())
-    out = tmp_path / "events.py"
-    out.write_text(codegen.TARGET.read_text())
+    return schemas
+
+
+def test_a_schema_change_makes_the_check_fail(tmp_path: Path) -> None:
+    schemas = _copy_schemas(tmp_path)
+    out = tmp_path / "events"
+    out.mkdir()
+    for name, source in _committed().items():
+        (out / name).write_text(source)
+    (out / "leftover.py").write_text("# a module no schema gives any more\n")
     args = ["--schemas", str(schemas), "--out", str(out)]
+    assert codegen.main([*args, "--check"]) == 1  # the leftover module is stale too
+    (out / "leftover.py").unlink()
     assert codegen.main([*args, "--check"]) == 0
 
     raw = json.loads((schemas / "CancelEpisode.avsc").read_text())
     raw["fields"].append({"name": "note", "type": ["null", "string"], "default": None})
     (schemas / "CancelEpisode.avsc").write_text(json.dumps(raw))
     assert codegen.main([*args, "--check"]) == 1
-    assert out.read_text() == codegen.TARGET.read_text()  # --check writes nothing
+    assert (out / "episodes.py").read_text() == _committed()["episodes.py"]  # wrote nothing
+    (out / "leftover.py").write_text("# stale\n")
     assert codegen.main(args) == 0
-    assert "    note: str | None = None\n" in out.read_text()
+    assert "    note: str | None = None\n" in (out / "episodes.py").read_text()
+    assert not (out / "leftover.py").exists()
     assert codegen.main([*args, "--check"]) == 0
+
+
+def test_a_new_event_must_be_given_a_module(tmp_path: Path) -> None:
+    schemas = _copy_schemas(tmp_path)
+    (schemas / "Surprise.avsc").write_text(json.dumps({
+        "type": "record", "name": "Surprise", "namespace": "webgym.events",
+        "fields": [{"name": "event_id", "type": "string"}],
+    }))
+    with pytest.raises(codegen.CodegenError, match="place Surprise in a module"):
+        codegen.render(load_schema_set(schemas))
+
+
+def test_nested_types_live_with_their_users_or_in_records() -> None:
+    files = codegen.render(load_schema_set())
+    # Used by episode events only, so written with them.
+    assert "class Mark(AvroRecord)" in files["episodes.py"]
+    # Split is named by tasks, episodes and evaluations alike.
+    assert "Split: TypeAlias" in files["records.py"]
+    assert "from webgym_common.events.records import Split" in files["episodes.py"]
+    assert events.Split is events.records.Split
 
 
 def test_rendering_is_deterministic() -> None:
@@ -145,7 +186,7 @@ def test_class_matches_its_schema_field_for_field(name: str) -> None:
 
 
 def test_defaults_fill_in_and_are_not_shared() -> None:
-    a = events.TaskHistory(task_id="t", updated_at=events.utc_now())
+    a = events.TaskHistory(task_id="t", updated_at=utc_now())
     b = events.TaskHistory(task_id="t", updated_at=a.updated_at)
     assert a.event_id != b.event_id and len(a.event_id) == 32
     assert a.produced_at.tzinfo is not None and a.produced_at.microsecond % 1000 == 0
