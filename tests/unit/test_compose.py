@@ -1,13 +1,12 @@
-"""Static checks of docker-compose.yml and the Dockerfile.
+"""Static checks of docker-compose.yml, docker-compose.local.yml and the Dockerfile.
 
-Docker does not run on the CI machine, so these tests read the files and check
-the contracts the stack depends on: which services exist, how they wait for
+These read the files (in a second, without a Docker engine; tests/compose runs the stack
+for real) and check the contracts the stack depends on: which services exist, how they wait for
 each other, what is published to the host (127.0.0.1 only), which credentials
 it needs (from the environment, never a default), and how the pipeline
 processes are started and configured. Every command a project service runs must
 be a real `webgym` command: the set of real ones is read from the typer app
-itself. (`docker compose config` would check more, but this machine has no
-compose plugin; `interpolate` below does compose's variable substitution.)
+itself. (`interpolate` below does compose's variable substitution.)
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 PROJECT_IMAGE = "webgym-stream:latest"
 
 INFRA_IMAGES = {
-    "redpanda": "docker.redpanda.com/redpandadata/redpanda:v24.2.7",
+    "broker": "docker.redpanda.com/redpandadata/redpanda:v24.2.7",
     "console": "docker.redpanda.com/redpandadata/console:v2.7.2",
     "minio": "minio/minio:RELEASE.2025-04-22T22-12-26Z",
     "vllm": "vllm/vllm-openai:v0.11.0",
@@ -51,7 +50,7 @@ PIPELINE_COMMANDS = {
 
 # Services built from the project image: the pipeline plus the one-shot init (the trainer
 # is built from the same Dockerfile, target `trainer`, as an image of its own).
-PROJECT_SERVICES = {*PIPELINE_COMMANDS, "topic-init"} - {"trainer"}
+PROJECT_SERVICES = {*PIPELINE_COMMANDS, "topic-init", "sandbox"} - {"trainer"}
 
 EXPECTED_SERVICES = {*INFRA_IMAGES, *PROJECT_SERVICES}
 
@@ -130,7 +129,7 @@ def port_bindings(service: dict[str, Any]) -> list[tuple[str, str]]:
             if port.get("published") is not None:
                 bindings.append((str(port.get("host_ip") or ""), str(port["published"])))
             continue
-        text = str(port).split("/")[0]
+        text = interpolate(str(port), {}).split("/")[0]  # defaults of ${WEBGYM_*_PORT:-n}
         if text.startswith("["):  # [v6]:host:container
             ip, _, rest = text[1:].partition("]")
             bindings.append((ip, rest.lstrip(":").split(":")[0]))
@@ -189,7 +188,7 @@ def published_ports(service: dict[str, Any]) -> set[int]:
                 host_ports.add(int(str(port["published"]).split("-")[0]))
             continue
         # [ip:]host:container[/proto]; a bare container port publishes nothing fixed.
-        parts = str(port).split("/")[0].split(":")
+        parts = interpolate(str(port), {}).split("/")[0].split(":")
         if len(parts) >= 2 and parts[-2]:
             host_ports.add(int(parts[-2].split("-")[0]))
     return host_ports
@@ -220,7 +219,7 @@ def test_project_services_build_the_project_image(
 @pytest.mark.parametrize(
     ("name", "ports"),
     [
-        ("redpanda", {19092}),
+        ("broker", {19092}),
         ("minio", {9000, 9001}),
         ("console", {8080}),
         ("monitor", {18780}),
@@ -292,12 +291,12 @@ def test_interpolate_follows_compose() -> None:
 def test_redpanda_advertises_internal_and_host_listeners(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    argv = " ".join(as_argv(services["redpanda"].get("command")))
+    argv = " ".join(as_argv(services["broker"].get("command")))
     assert "dev-container" in argv
     advertised = re.search(r"--advertise-kafka-addr[= ](\S+)", argv)
     assert advertised, "redpanda must advertise its Kafka listeners"
-    assert "redpanda:9092" in advertised.group(1)
-    assert "localhost:19092" in advertised.group(1)
+    assert "broker:9092" in advertised.group(1)
+    assert "localhost:${WEBGYM_BROKER_PORT:-19092}" in advertised.group(1)
 
 
 def test_depends_on_targets_exist_with_valid_conditions(
@@ -332,14 +331,14 @@ def test_depends_on_has_no_cycles(services: dict[str, dict[str, Any]]) -> None:
         visit(name, [])
 
 
-@pytest.mark.parametrize("name", ["redpanda", "minio", "vllm"])
+@pytest.mark.parametrize("name", ["broker", "minio", "vllm", "sandbox"])
 def test_infra_has_healthcheck(services: dict[str, dict[str, Any]], name: str) -> None:
     test = as_argv(services[name].get("healthcheck", {}).get("test"))
     assert test and test[0] != "NONE", f"{name} needs a healthcheck"
 
 
 def test_redpanda_healthcheck_checks_cluster_health(services: dict[str, dict[str, Any]]) -> None:
-    test = " ".join(as_argv(services["redpanda"]["healthcheck"]["test"]))
+    test = " ".join(as_argv(services["broker"]["healthcheck"]["test"]))
     assert "rpk cluster health" in test
     assert "Healthy:" in test
 
@@ -366,7 +365,7 @@ def test_topic_init_creates_topics_once(services: dict[str, dict[str, Any]]) -> 
     assert as_argv(svc.get("command"))[:3] == ["webgym", "topics", "create"]
     assert str(svc.get("restart")) == "no"
     deps = depends_on(svc)
-    assert deps.get("redpanda", {}).get("condition") == "service_healthy"
+    assert deps.get("broker", {}).get("condition") == "service_healthy"
     assert deps.get("minio", {}).get("condition") == "service_healthy"
 
 
@@ -421,7 +420,9 @@ def test_object_store_users_wait_for_minio(services: dict[str, dict[str, Any]], 
 @pytest.mark.parametrize("name", sorted(PROJECT_SERVICES))
 def test_pipeline_environment(services: dict[str, dict[str, Any]], name: str) -> None:
     env = environment(services[name])
-    assert env.get("WEBGYM_KAFKA__BOOTSTRAP_SERVERS", "").split(":")[0] == "redpanda"
+    assert env.get("WEBGYM_KAFKA__BOOTSTRAP_SERVERS", "").split(":")[0] == "broker"
+    # Task URLs' {sandbox} is the sandbox service.
+    assert env.get("WEBGYM_INFRA__SANDBOX_HOST") == "sandbox"
     # Events are Avro single-object encoded; no process talks to a schema registry.
     assert "WEBGYM_KAFKA__SCHEMA_REGISTRY_URL" not in env
     assert env.get("WEBGYM_S3__ENDPOINT") == "minio:9000"
@@ -511,9 +512,9 @@ def test_the_trainer_is_the_project_image_plus_llamafactory_on_a_gpu(
     devices = svc["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
     stages = [args for kw, args in dockerfile_instructions() if kw == "FROM"]
-    assert stages[-1] == "pipeline AS trainer"
+    assert "pipeline AS trainer" in stages
     runs = [args for kw, args in dockerfile_instructions() if kw == "RUN"]
-    assert runs[-1] == "webgym infra prepare --with-trainer"
+    assert any(run.endswith("&& webgym infra prepare --with-trainer") for run in runs)
 
 
 def test_the_model_loader_fetches_adapters_where_vllm_reads_them(
@@ -531,7 +532,7 @@ def test_named_volumes_declared(
 ) -> None:
     declared = set((compose.get("volumes") or {}).keys())
     assert {"checkpoints", "hf-cache"} <= declared
-    assert any("redpanda" in v for v in declared)
+    assert any("broker" in v for v in declared)
     assert any("minio" in v for v in declared)
     for name, svc in services.items():
         for source in _volume_mounts(svc):
@@ -568,8 +569,12 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 def test_dockerfile_base_and_entrypoint() -> None:
     instructions = dockerfile_instructions()
-    assert instructions[0] == ("FROM", "python:3.11-slim-bookworm AS pipeline")
-    entrypoints = [args for kw, args in instructions if kw == "ENTRYPOINT"]
+    # The official slim image unless the build says otherwise (infra/images.py --base).
+    assert instructions[0] == ("ARG", "BASE_IMAGE=python:3.11-slim-bookworm")
+    assert instructions[1] == ("FROM", "${BASE_IMAGE} AS pipeline")
+    pipeline = instructions[:next(i for i, (kw, args) in enumerate(instructions)
+                                  if kw == "FROM" and i > 1)]
+    entrypoints = [args for kw, args in pipeline if kw == "ENTRYPOINT"]
     assert entrypoints and entrypoints[-1].replace(" ", "") == '["webgym"]'
 
 
@@ -596,3 +601,61 @@ def test_dockerfile_runs_as_an_unprivileged_user() -> None:
 def test_dockerignore_keeps_secrets_out_of_the_image() -> None:
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".env", ".env.*", "**/.env", "**/.env.*", "*.pem", "*.key"} <= ignored
+
+
+# --- docker-compose.local.yml -------------------------------------------------------
+
+
+class _ComposeTagsLoader(yaml.SafeLoader):
+    """Reads compose's merge tags (`!reset`, `!override`) as the plain value they carry."""
+
+
+for _tag in ("!reset", "!override"):
+    _ComposeTagsLoader.add_constructor(
+        _tag, lambda loader, node: (loader.construct_sequence(node)
+                                    if isinstance(node, yaml.SequenceNode) else
+                                    loader.construct_mapping(node)
+                                    if isinstance(node, yaml.MappingNode) else
+                                    loader.construct_scalar(node)))
+
+
+def local_services() -> dict[str, dict[str, Any]]:
+    data = yaml.load((ROOT / "docker-compose.local.yml").read_text(), _ComposeTagsLoader)
+    return data["services"]
+
+
+def test_the_local_file_only_adjusts_services_of_the_main_file(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    assert set(local_services()) <= set(services)
+
+
+def test_the_local_file_runs_the_images_infra_images_builds() -> None:
+    from infra.images import images
+    from webgym_common.config import get_settings
+
+    built = {i.tag for i in images(get_settings(), with_trainer=True)}
+    used = {svc["image"] for svc in local_services().values() if "image" in svc}
+    assert used == {"webgym-kafka:local", "webgym-minio:local", "webgym-vllm-cpu:local"}
+    assert used <= built
+
+
+def test_the_local_broker_keeps_the_service_name_and_both_listeners() -> None:
+    broker = local_services()["broker"]
+    env = environment(broker)
+    assert env["KAFKA_INTERNAL_ADDRESS"] == "broker:9092"
+    assert env["KAFKA_EXTERNAL_ADDRESS"] == "localhost:${WEBGYM_BROKER_PORT:-19092}"
+    entrypoint = (ROOT / "infra/docker/kafka/entrypoint.sh").read_text()
+    assert "auto.create.topics.enable=false" in entrypoint
+
+
+def test_the_local_vllm_serves_the_policy_name_with_lora_and_no_gpu(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    vllm = local_services()["vllm"]
+    argv = as_argv(vllm["command"])
+    assert argv[argv.index("--served-model-name") + 1] == "webgym-policy"
+    assert "--enable-lora" in argv
+    assert vllm["deploy"] == {}  # `!reset {}`: no device request
+    # The main file's key reaches the CPU server too (its environment is merged, not reset).
+    assert "VLLM_API_KEY" in environment(services["vllm"])

@@ -108,7 +108,7 @@ class Settings(BaseSettings):
 
     @property
     def sandbox_url(self) -> str:
-        return f"http://{self.infra.host}:{self.infra.sandbox_port}"
+        return f"http://{self.infra.sandbox_host or self.infra.host}:{self.infra.sandbox_port}"
 
     def resolve_url(self, url: str) -> str:
         """Task URLs may say `{sandbox}` for wherever the sandbox web is served."""

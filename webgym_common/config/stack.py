@@ -73,6 +73,9 @@ class InfraSettings(BaseModel):
     minio_port: int = Field(19000, ge=1, le=65535)
     minio_console_port: int = Field(19001, ge=1, le=65535)
     sandbox_port: int = Field(18765, ge=1, le=65535)
+    # Where the browsers reach the sandbox web; unset: `host`. Under compose the sandbox is a
+    # service of its own (`sandbox`), so its name, not loopback, goes into task URLs.
+    sandbox_host: str | None = None
     start_timeout_s: float = Field(120.0, gt=0)
     stop_timeout_s: float = Field(20.0, gt=0)
     # The pipeline's supervisor restarts a process that dies after restart_backoff_s,
