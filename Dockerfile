@@ -24,11 +24,13 @@ RUN python3 -m venv /opt/webgym
 # Chromium for screenshots; the workers launch
 # /usr/lib/chromium/chromium-headless-shell. Fonts are installed explicitly
 # (--no-install-recommends drops them) so pages, including CJK sites, render
-# legibly for the policy and the judge.
+# legibly for the policy and the judge. Playwright's own Node.js driver needs libatomic,
+# which neither the slim image nor a minimal Debian has.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
         ca-certificates \
         chromium-headless-shell \
+        libatomic1 \
         fonts-liberation \
         fonts-noto-cjk \
  && rm -rf /var/lib/apt/lists/*
@@ -84,6 +86,10 @@ ARG VLLM_VERSION
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/vllm/bin:$PATH
+# vLLM's CPU kernels link libnuma (its NUMA-aware thread binding).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libnuma1 \
+ && rm -rf /var/lib/apt/lists/*
 COPY infra/vllm/cpu_requirements.py /opt/cpu_requirements.py
 RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \

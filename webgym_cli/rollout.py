@@ -145,13 +145,16 @@ def curve(
                              vllm={"model": str(model) if model else None})
     suites: list[Suite] = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
     _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank, suites,
-              tasks_per_iteration, iterations, out)
+              tasks_per_iteration, iterations, out, from_scratch=True)
 
 
 def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
               bank_suites: list[Suite], tasks_per_iteration: int, iterations: int,
-              report_dir: Path | None) -> None:
-    """Stack, topics, tasks, pipeline (and monitor), the bank, the loop, the export."""
+              report_dir: Path | None, from_scratch: bool = False) -> None:
+    """Stack, topics, tasks, pipeline (and monitor), the bank, the loop, the export.
+
+    The loop resumes whatever the log holds (an earlier run's iterations and versions);
+    `from_scratch` (the learning curve, which must start at v0) refuses such a log."""
     from consumers.archiver import export_iteration
     from infra import pipeline, stack
     from infra.procs import InfraError
@@ -169,6 +172,8 @@ def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
                              with_vllm=with_vllm))
         status.update("creating topics")
         asyncio.run(create_topics(settings))
+        if from_scratch:
+            asyncio.run(_require_an_empty_log(settings))
     for path in tasks:
         asyncio.run(run_tasks_load(settings, path, console))
     with console.status("starting the pipeline processes"):
@@ -215,6 +220,20 @@ def closing_lines(settings: Settings, report_dir: Path | None, exports: list[Pat
               + (", monitor" if monitor_url else ""),
               "stop everything: .venv/bin/webgym down"]
     return lines
+
+
+async def _require_an_empty_log(settings: Settings) -> None:
+    from producers.controller.rollout import next_iteration, served_now
+    from webgym_common.stream.bus import EventProducer
+
+    async with EventProducer(settings, client_id="controller") as producer:
+        iteration = await next_iteration(settings, producer, Split.TRAIN.value)
+        served = await served_now(settings, producer)
+    if iteration or served:
+        raise typer.BadParameter(
+            f"the log in {settings.infra.data_dir} already holds {iteration} iterations and "
+            f"serves v{served}: a learning curve starts from v0. Run it on a fresh data dir "
+            "(`webgym down`, then WEBGYM_INFRA__DATA_DIR=/some/new/dir webgym curve ...)")
 
 
 async def _build_bank(settings: Settings, limit: int, suites: list[Suite]) -> None:

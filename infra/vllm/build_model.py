@@ -36,4 +36,8 @@ tokenizer.eos_token = tokenizer.pad_token = "<|im_end|>"
 out.mkdir(parents=True, exist_ok=True)
 model.save_pretrained(out, safe_serialization=True)
 tokenizer.save_pretrained(out)
+# safetensors writes the weights owner-only; a model directory is read by other users too
+# (the CPU vLLM container runs unprivileged and mounts it read-only).
+for written in out.iterdir():
+    written.chmod(0o644)
 print(f"saved {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M parameters to {out}")

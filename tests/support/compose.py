@@ -44,12 +44,15 @@ class Compose:
     project: str
     files: Sequence[Path]
     env_file: Path
+    # Every command names these, so `down` also removes the services only a profile starts.
+    profiles: Sequence[str] = ()
     log: list[str] = field(default_factory=list)
 
     def _argv(self, *args: str) -> list[str]:
         files = [a for f in self.files for a in ("-f", str(f))]
+        profiles = [a for p in self.profiles for a in ("--profile", p)]
         return ["docker", "compose", "-p", self.project, "--project-directory", str(ROOT),
-                "--env-file", str(self.env_file), *files, *args]
+                "--env-file", str(self.env_file), *files, *profiles, *args]
 
     def run(self, *args: str, timeout_s: float = 300.0, check: bool = True) -> str:
         argv = self._argv(*args)

@@ -1,11 +1,14 @@
 """The project's Kafka clients, configured in one place: idempotent producers (acks=all),
-consumers that commit by hand and read committed records only."""
+consumers that commit by hand, read committed records only and share out partitions by
+range, so a member of a group that reads several topics owns the same partition numbers of
+each (co-partitioning: a browser worker must own an episode's actions with the episode)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from webgym_common.config import Settings
 
@@ -45,4 +48,9 @@ def make_consumer(
         request_timeout_ms=k.request_timeout_ms,
         # Only read what idempotent/transactional producers have committed.
         isolation_level="read_committed",
+        # aiokafka's default, round robin, deals the partitions of all topics out as one
+        # list: with 3 browser workers, episodes/0 and actions/0 went to different members
+        # and the episodes stalled. Range splits each topic the same way (equal partition
+        # counts, which the registry gives co-partitioned topics).
+        partition_assignment_strategy=(RangePartitionAssignor,),
     )

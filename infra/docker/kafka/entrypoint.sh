@@ -30,13 +30,13 @@ auto.create.topics.enable=false
 log.cleaner.backoff.ms=5000
 message.max.bytes=8388608
 PROPERTIES
-java() {
-  command java "-Xmx${KAFKA_HEAP:-512m}" "-Xms${KAFKA_HEAP:-512m}" -XX:+UseG1GC \
-    -Djava.awt.headless=true -Dlog4j.configuration=file:/opt/kafka/log4j.properties \
-    -cp '/opt/kafka/lib/*' "$@"
-}
+jvm="-Xmx${KAFKA_HEAP:-512m} -Xms${KAFKA_HEAP:-512m} -XX:+UseG1GC -Djava.awt.headless=true"
+jvm="$jvm -Dlog4j.configuration=file:/opt/kafka/log4j.properties -cp /opt/kafka/lib/*"
+set -f  # $jvm is split into words, never expanded as a glob (the class path is one)
 if [ ! -f "$data/meta.properties" ]; then
-  java kafka.tools.StorageTool format --ignore-formatted \
-    -t "$(java kafka.tools.StorageTool random-uuid)" -c "$config"
+  # shellcheck disable=SC2086
+  java $jvm kafka.tools.StorageTool format --ignore-formatted \
+    -t "$(java $jvm kafka.tools.StorageTool random-uuid)" -c "$config"
 fi
-exec java kafka.Kafka "$config"
+# shellcheck disable=SC2086
+exec java $jvm kafka.Kafka "$config"

@@ -16,7 +16,8 @@ from webgym_cli.main import app
 def jobs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The settings each main job would have run on (nothing is started)."""
     ran: list[Any] = []
-    monkeypatch.setattr(rollout, "_main_job", lambda settings, *args: ran.append(settings))
+    monkeypatch.setattr(rollout, "_main_job",
+                        lambda settings, *args, **kwargs: ran.append(settings))
     return ran
 
 

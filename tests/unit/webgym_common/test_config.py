@@ -8,7 +8,13 @@ import pytest
 from pydantic import ValidationError
 
 from webgym_common.choices import PolicyKind
-from webgym_common.config import KafkaSettings, SettingsError, get_settings, load_settings
+from webgym_common.config import (
+    KafkaSettings,
+    Settings,
+    SettingsError,
+    get_settings,
+    load_settings,
+)
 
 
 def test_env_vars_override_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,3 +119,12 @@ def test_the_local_vllm_key_is_what_its_clients_send_unless_they_have_their_own(
     assert load_settings().policy.api_key == "EMPTY"  # no key anywhere: none sent
     monkeypatch.setenv("WEBGYM_VLLM__API_KEY", "from-env")
     assert load_settings().policy.api_key == "from-env"
+
+
+def test_task_urls_name_the_sandbox_where_the_browsers_reach_it() -> None:
+    here = Settings()
+    port = here.infra.sandbox_port
+    assert here.resolve_url("{sandbox}/shop/") == f"http://127.0.0.1:{port}/shop/"
+    composed = Settings(infra={"host": "0.0.0.0", "sandbox_host": "sandbox"})
+    assert composed.resolve_url("{sandbox}/shop/") == (
+        f"http://sandbox:{composed.infra.sandbox_port}/shop/")
