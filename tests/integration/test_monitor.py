@@ -183,6 +183,16 @@ async def test_the_monitor_follows_a_rollout_live_and_shows_its_episodes(
         await shoot(page, "episodes")
         await page.goto(f"{base}/tasks")
         await shoot(page, "tasks")
+        # A phone: every page fits the width (a wide table scrolls inside its own box).
+        phone = await browser.new_page(viewport={"width": 390, "height": 844})
+        for path in ("/", "/metrics", "/episodes", f"/episodes/{shop}", "/models", "/tasks",
+                     "/dlq"):
+            await phone.goto(base + path)
+            await phone.wait_for_load_state("load")
+            width = await phone.evaluate("() => document.documentElement.scrollWidth")
+            assert width <= 390, f"{path} is {width} px wide on a 390 px screen"
+        await shoot(phone, "phone-episodes")
+        await phone.close()
         # And TensorBoard event files of the metrics.
         async with asyncio.timeout(15):
             while not list((tmp_path / "tb").rglob("events.out.tfevents.*")):  # noqa: ASYNC110
