@@ -74,13 +74,10 @@ def images(settings: Settings, with_trainer: bool) -> list[Image]:
     return out
 
 
-def docker(*args: str, timeout_s: float = 120.0, **kwargs: object) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], timeout=timeout_s, check=False,
-                          capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
-
-
 def image_exists(tag: str) -> bool:
-    return docker("image", "inspect", tag).returncode == 0
+    inspect = subprocess.run(["docker", "image", "inspect", tag], capture_output=True,
+                             timeout=60, check=False)
+    return inspect.returncode == 0
 
 
 def ca_bundle() -> Path | None:

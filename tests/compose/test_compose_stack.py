@@ -26,12 +26,13 @@ import pytest
 import yaml
 from rich.console import Console
 
+from infra.procs import free_port
 from infra.sandbox.app import TASKS_FILE
 from infra.vllm_server import ensure_model
 from producers.catalog import run_tasks_load
 from tests.chaos.harness import CHAOS_TASKS, Options, chaos_settings, observe, read_topic
 from tests.chaos.outcomes import markdown, tally
-from tests.support.compose import ROOT, Compose, engine_problem, free_port
+from tests.support.compose import ROOT, Compose, engine_problem
 from webgym_common.config import Settings, get_settings, settings_env
 from webgym_common.topics import Topic
 

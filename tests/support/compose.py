@@ -6,8 +6,6 @@ so `leftovers()` can prove that `down()` removed them all.
 
 from __future__ import annotations
 
-import json
-import socket
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,12 +29,6 @@ def engine_problem() -> str | None:
         if done.returncode != 0:
             return f"{' '.join(argv)}: {(done.stderr or done.stdout).strip()[:300]}"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -73,12 +65,9 @@ class Compose:
         self.run("up", "-d", "--no-build", "--no-recreate", "--scale", f"{service}={n}",
                  service, timeout_s=300)
 
-    def containers(self, service: str, all_states: bool = False) -> list[str]:
-        out = self.run("ps", *(["-a"] if all_states else []), "-q", service)
-        return [line for line in out.split() if line]
-
-    def state(self, container: str) -> dict:
-        return json.loads(docker("inspect", "-f", "{{json .State}}", container))
+    def containers(self, service: str) -> list[str]:
+        """The running containers of a service."""
+        return self.run("ps", "-q", service).split()
 
     def logs(self, service: str, tail: int = 40) -> str:
         return self.run("logs", "--no-color", "--tail", str(tail), service, check=False)
