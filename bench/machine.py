@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from pathlib import Path
 
 VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
@@ -39,3 +40,41 @@ def describe_machine() -> str:
     cores = len(os.sched_getaffinity(0))
     ext = " ".join(vector_extensions()) or "none known"
     return f"machine: {cpu_model()}, {cores} cores usable, vector extensions: {ext}"
+
+
+# What a process is, from its command line (first match wins): the parts of a pipeline run.
+PROCESS_KINDS = (
+    ("chromium", re.compile(r"chrom")),
+    ("kafka", re.compile(r"java .*kafka|kafka\.Kafka")),
+    ("minio", re.compile(r"minio server")),
+    ("vllm", re.compile(r"vllm")),
+    ("browser worker", re.compile(r"worker browser")),
+    ("policy", re.compile(r"worker policy")),
+    ("evaluator", re.compile(r"worker evaluator")),
+    ("other workers", re.compile(r"webgym_cli.* worker ")),
+)
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds used so far (user + system, reaped children included) by each kind of
+    process of PROCESS_KINDS; the rest is "other". Subtract two readings for a run's share."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone while we looked
+            continue
+        # stat fields 14-17 (utime stime cutime cstime) are 11-14 after the ")".
+        used = sum(int(f) for f in fields[11:15]) / tick
+        kind = next((k for k, pattern in PROCESS_KINDS if pattern.search(cmdline)), "other")
+        out[kind] = out.get(kind, 0.0) + used
+    return out
+
+
+def cpu_used_since(before: dict[str, float]) -> dict[str, float]:
+    after = cpu_seconds()
+    return {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}

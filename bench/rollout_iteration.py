@@ -1,12 +1,21 @@
-"""Rollout benchmark: one iteration of sandbox tasks through the pipeline vs a naive loop.
+"""Rollout benchmark: one iteration of sandbox tasks through the pipeline, against its limit
+and against a naive loop, with where each step's time went.
 
-  .venv/bin/python -m bench.rollout_iteration [--tasks 64] [--contexts 8]
+  .venv/bin/python -m bench.rollout_iteration [--tasks 64] [--contexts 8,16] \
+      [--latency 0,0.5] [--naive-tasks 16] [--markdown docs/benchmarks.md]
 
-The pipeline: controller, one browser worker (N contexts), the teacher-forcing policy,
-evaluator, history and metrics, all on the embedded stack. The naive loop: one
-browser, one task at a time, the same reference actions executed and observed with
-the worker's own code, no Kafka, no MinIO. Then both again with a policy that takes
-0.5 s per decision (like a model server would).
+The pipeline: controller, one browser worker (C contexts), the teacher-forcing policy with a
+fixed time per decision (the `--latency` a model server would take), evaluator, history and
+metrics, on the embedded stack. A step is one decision (the ANSWER included); its time is
+counted from the iteration's start (sampling) to its close (every episode scored).
+
+In the same run, with the worker's own execute/observe code and no Kafka, no MinIO:
+- the naive loop: one page, one task at a time, sleeping the latency before each decision;
+- the CPU ceiling: C such loops at once with no latency (what 2 cores give the browser).
+The limit is min(CPU ceiling, C / (browser time per step + latency)), the browser time per
+step taken from the naive loop. The table gives the pipeline's steps/s as a share of its
+limit and as a multiple of the naive loop, then the mean of each phase of a step, read back
+from the events' timings (webgym_common.timings).
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import contextlib
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -23,7 +33,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.direct import open_observed_page
-from bench.machine import describe_machine
+from bench.machine import cpu_seconds, cpu_used_since, describe_machine
+from bench.report import append_markdown, markdown_table
 from infra import pipeline, stack
 from producers.browser.browser_pool import BrowserPool
 from producers.browser.execute import ActionFailed, execute
@@ -32,16 +43,49 @@ from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from webgym_common.agent.teacher import resolve_reference_action
 from webgym_common.config import Settings, get_settings
-from webgym_common.events import Task
+from webgym_common.events import ActionChosen, StepObserved, Task
 from webgym_common.stream.admin import create_topics
-from webgym_common.stream.bus import EventProducer
+from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.readers import read_to_end
+from webgym_common.timings import mean_breakdown, step_breakdown
+from webgym_common.topics import Topic
 
 console = Console()
 TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+PHASES = ("execute", "settle", "screenshot", "tree", "upload", "publish", "bus", "queue",
+          "model", "prompt_store", "remember")
+CPU_KINDS = ("chromium", "browser worker", "kafka", "minio", "policy", "evaluator",
+             "other workers", "other")
 
 
-async def via_pipeline(base: Settings, n: int, contexts: int,
-                       delay_s: float) -> tuple[float, int, list[Task], float]:
+@dataclass
+class PipelineRun:
+    wall_s: float
+    decisions: int
+    tasks: list[Task]
+    success: float
+    phases: dict[str, float]
+    cpu_s: dict[str, float]  # CPU seconds each kind of process used during the iteration
+
+    @property
+    def rate(self) -> float:
+        return self.decisions / self.wall_s
+
+
+async def breakdown(settings: Settings, producer: EventProducer) -> dict[str, float]:
+    """The mean phases of the run's steps: each action with the observation that followed."""
+    async with EventConsumer(settings, [Topic.OBSERVATIONS, Topic.ACTIONS], None, producer,
+                             client_id="bench-breakdown", any_type=True) as reader:
+        events = [r.event for r in await read_to_end(reader)]
+    observed = {(e.episode_id, e.step): e.timings_ms for e in events
+                if isinstance(e, StepObserved)}
+    steps = [step_breakdown(observed[(a.episode_id, a.step + 1)], a.timings_ms)
+             for a in events if isinstance(a, ActionChosen)
+             and (a.episode_id, a.step + 1) in observed]
+    return mean_breakdown(steps)
+
+
+async def via_pipeline(base: Settings, n: int, contexts: int, delay_s: float) -> PipelineRun:
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     data = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
     settings = base.model_copy(update={
@@ -59,61 +103,140 @@ async def via_pipeline(base: Settings, n: int, contexts: int,
         await pipeline.up(settings)
         async with EventProducer(settings, client_id="bench") as producer:
             await load_tasks(TASKS_FILE, producer)
+            cpu_before = cpu_seconds()
             started = time.perf_counter()
-            state, closed = await run_iteration(settings, producer, 0, "train", n)
+            state, _ = await run_iteration(settings, producer, 0, "train", n)
             wall = time.perf_counter() - started
-        steps = sum(c.steps for c in state.completed.values())
+            cpu = cpu_used_since(cpu_before)
+            phases = await breakdown(settings, producer)
+        done = state.completed.values()
+        decisions = sum(c.steps + (c.termination == "answer") for c in done)
         tasks = [r.task for r in state.requests.values()]
         solved = sum(s.reward for s in state.scored.values()) / max(1, len(state.scored))
-        return wall, steps, tasks, solved
+        return PipelineRun(wall, decisions, tasks, solved, phases, cpu)
     finally:
         pipeline.down(settings)
 
 
-async def naive(settings: Settings, tasks: list[Task], delay_s: float) -> tuple[float, int]:
+async def play_task(pool: BrowserPool, settings: Settings, task: Task, delay_s: float) -> int:
+    """One task's reference actions with the worker's code; returns its decisions."""
     cfg = settings.browser
-    pool = BrowserPool(cfg, lambda reason: None)
+    session, context, obs = await open_observed_page(pool, cfg, settings.resolve_url(task.website))
+    decisions = 0
+    try:
+        for ref in task.reference_actions:
+            await asyncio.sleep(delay_s)
+            decisions += 1
+            action = resolve_reference_action(ref, obs.marks)
+            if action.kind == "ANSWER":
+                break
+            session.marks = {m.index: m for m in obs.marks}
+            with contextlib.suppress(ActionFailed):  # reported, as the worker would
+                await execute(session, action, cfg)
+            obs = await observe(session.page, session.cdp, cfg)
+    finally:
+        await context.close()
+    return decisions
+
+
+async def direct(settings: Settings, tasks: list[Task], delay_s: float,
+                 concurrency: int) -> float:
+    """Decisions/s of `concurrency` loops sharing the tasks, no Kafka, no MinIO."""
+    pool = BrowserPool(settings.browser, lambda reason: None)
     await pool.start()
-    steps = 0
+    queue: asyncio.Queue[Task] = asyncio.Queue()
+    for task in tasks:
+        queue.put_nowait(task)
+    decisions = 0
+
+    async def loop() -> None:
+        nonlocal decisions
+        while not queue.empty():
+            decisions += await play_task(pool, settings, queue.get_nowait(), delay_s)
+
     started = time.perf_counter()
     try:
-        for task in tasks:
-            session, context, obs = await open_observed_page(
-                pool, cfg, settings.resolve_url(task.website))
-            for ref in task.reference_actions:
-                await asyncio.sleep(delay_s)
-                action = resolve_reference_action(ref, obs.marks)
-                if action.kind == "ANSWER":
-                    break
-                session.marks = {m.index: m for m in obs.marks}
-                with contextlib.suppress(ActionFailed):  # reported, as the worker would
-                    await execute(session, action, cfg)
-                obs = await observe(session.page, session.cdp, cfg)
-                steps += 1
-            await context.close()
+        await asyncio.gather(*[loop() for _ in range(concurrency)])
     finally:
         await pool.stop()
-    return time.perf_counter() - started, steps
+    return decisions / (time.perf_counter() - started)
 
 
-def main(tasks: int = 64, contexts: int = 8) -> None:
+def limit_of(ceiling: float, contexts: int, naive_rate: float) -> float:
+    """min(CPU ceiling, contexts / (browser time per step + latency)): the naive loop takes
+    exactly (browser time per step + latency) per step."""
+    return min(ceiling, contexts * naive_rate)
+
+
+def main(tasks: int = 64, contexts: str = "8,16", latency: str = "0,0.5",
+         naive_tasks: int = 16, markdown: Path | None = None) -> None:
     console.print(describe_machine())
     settings = get_settings()
     asyncio.run(stack.up(settings))
+    levels = [int(c) for c in contexts.split(",")]
+    delays = [float(d) for d in latency.split(",")]
+    columns = ["latency", "contexts", "pipeline steps/s", "limit", "of limit", "naive steps/s",
+               "x naive", "success", "wall s", "steps"]
+    rows: list[list[str]] = []
+    phase_rows: list[list[str]] = []
+    cpu_rows: list[list[str]] = []
+    ceilings: dict[int, float] = {}
+    for delay in delays:
+        naive_rate = None
+        for c in levels:
+            console.print(f"pipeline: {c} contexts, {delay:.1f} s per decision ...")
+            run = asyncio.run(via_pipeline(settings, tasks, c, delay))
+            if naive_rate is None:
+                console.print(f"naive loop: {delay:.1f} s per decision ...")
+                naive_rate = asyncio.run(direct(settings, run.tasks[:naive_tasks], delay, 1))
+            if c not in ceilings:
+                console.print(f"CPU ceiling: {c} loops at once ...")
+                ceilings[c] = asyncio.run(direct(settings, run.tasks, 0.0, c))
+            limit = limit_of(ceilings[c], c, naive_rate)
+            rows.append([f"{delay:.1f} s", str(c), f"{run.rate:.2f}", f"{limit:.2f}",
+                         f"{run.rate / limit:.2f}", f"{naive_rate:.2f}",
+                         f"{run.rate / naive_rate:.2f}x", f"{run.success:.2f}",
+                         f"{run.wall_s:.1f}", str(run.decisions)])
+            phase_rows.append([f"{delay:.1f} s", str(c),
+                               *(f"{run.phases.get(p, 0.0):.1f}" for p in PHASES)])
+            cpu_rows.append([f"{delay:.1f} s", str(c), *(
+                f"{1000 * run.cpu_s.get(k, 0.0) / run.decisions:.0f}" for k in CPU_KINDS)])
     table = Table(title=f"one rollout iteration of {tasks} sandbox tasks (teacher forcing)")
-    for col in ("policy latency", "pipeline wall s", "steps", "steps/s", "success",
-                "naive wall s", "steps/s", "speedup"):
+    for col in columns:
         table.add_column(col, justify="right")
-    for delay in (0.0, 0.5):
-        console.print(f"pipeline, {delay:.1f} s per decision ...")
-        wall, steps, sampled, success = asyncio.run(via_pipeline(settings, tasks, contexts,
-                                                                 delay))
-        console.print(f"naive loop, {delay:.1f} s per decision ...")
-        n_wall, n_steps = asyncio.run(naive(settings, sampled, delay))
-        table.add_row(f"{delay:.1f} s", f"{wall:.1f}", str(steps), f"{steps / wall:.2f}",
-                      f"{success:.2f}", f"{n_wall:.1f}", f"{n_steps / n_wall:.2f}",
-                      f"{n_wall / wall:.2f}x")
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
+    phase_table = Table(title="where a step's time went (mean ms)")
+    for col in ["latency", "contexts", *PHASES]:
+        phase_table.add_column(col, justify="right")
+    for row in phase_rows:
+        phase_table.add_row(*row)
+    console.print(phase_table)
+    cpu_table = Table(title="CPU ms per step, by process (all cores)")
+    for col in ["latency", "contexts", *CPU_KINDS]:
+        cpu_table.add_column(col, justify="right")
+    for row in cpu_rows:
+        cpu_table.add_row(*row)
+    console.print(cpu_table)
+    if markdown is not None:
+        command = (f"python -m bench.rollout_iteration --tasks {tasks} --contexts {contexts} "
+                   f"--latency {latency} --naive-tasks {naive_tasks}")
+        append_markdown(markdown, markdown_table(
+            f"Rollout: {tasks} sandbox tasks, pipeline vs limit and naive loop", command,
+            columns, rows,
+            "limit = min(CPU ceiling: C worker loops at once with no Kafka, C / (browser step "
+            "+ latency)); naive: one task at a time with the worker's own code."))
+        append_markdown(markdown, markdown_table(
+            "Rollout: where a step's time went (mean ms per step, from the events' timings)",
+            command, ["latency", "contexts", *PHASES], phase_rows,
+            "bus = the browser's wait for the action less the publish and the policy's "
+            "model, prompt_store and remember; queue (observation produced -> decision "
+            "started) overlaps it."))
+        append_markdown(markdown, markdown_table(
+            "Rollout: CPU ms per step by process", command, ["latency", "contexts", *CPU_KINDS],
+            cpu_rows, "Read from /proc over the iteration (bench.machine.cpu_seconds); "
+            "other = everything else on the machine, this bench's own process included."))
 
 
 if __name__ == "__main__":

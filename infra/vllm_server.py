@@ -101,6 +101,7 @@ def server_command(settings: Settings, venv: Path, model: Path) -> list[str]:
         # The trainer's adapters must fit: vLLM refuses a rank above this (default 16).
         "--max-lora-rank", str(max_lora_rank(settings.trainer.lora_rank)),
         "--dtype", server_dtype(settings.vllm.dtype, cpu_flags()),
+        "--enable-prefix-caching" if v.prefix_caching else "--no-enable-prefix-caching",
     ]
 
 

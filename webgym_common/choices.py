@@ -80,6 +80,13 @@ class ScreenshotFormat(StrEnum):
             else cls.JPEG.mime
 
 
+class SettleMode(StrEnum):
+    """How a browser worker waits for the page after an action."""
+
+    PAGE = "page"  # until the network and the DOM have been quiet a moment (capped)
+    FIXED = "fixed"  # a fixed sleep (settle_s), as before page-driven settling
+
+
 class ImageTransport(StrEnum):
     DATA_URL = "data_url"
     PRESIGNED = "presigned"

@@ -40,6 +40,9 @@ class BlobRef:
     size: int
 
 
+CHECK_FIRST_BYTES = 256 * 1024
+
+
 def parse_uri(uri: str) -> tuple[str, str]:
     if not uri.startswith("s3://") or "/" not in uri[5:]:
         raise ObjectStoreError(f"not an s3:// reference: {uri!r}")
@@ -90,11 +93,13 @@ class ObjectStore:
     async def put_blob(
         self, data: bytes, content_type: str = "application/octet-stream"
     ) -> BlobRef:
-        """Store `data` under its sha256; storing the same bytes twice uploads once."""
+        """Store `data` under its sha256; storing the same large bytes twice uploads once."""
         digest = hashlib.sha256(data).hexdigest()
         key = blob_key(digest, content_type)
         ref = BlobRef(f"s3://{self.bucket}/{key}", digest, len(data))
-        if await self._exists(key):
+        # Below this size, asking first costs as much as the upload (a round trip on the
+        # policy's and the browser's path every step); writing the same bytes again is harmless.
+        if len(data) > CHECK_FIRST_BYTES and await self._exists(key):
             return ref
         await self._call(
             self.client.put_object,

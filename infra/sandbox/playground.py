@@ -18,11 +18,18 @@ status changes) so tests in coordinates mode can aim at the centre of a mark's b
   that takes its clicks until its "Accept cookies" button removes it, as real sites' banners
   and MiniWoB's start overlay do; clicking the covered button sets "Covered button clicked".
 
+- /playground/settle: pages that take their time after a click, for the page-driven settle:
+  "Load later" fetches /playground/late (answered after 400 ms) and then shows "Late status
+  loaded"; "Animate" changes the page every 50 ms for 300 ms and ends on "Animation status
+  done"; "Restless" changes the page every 20 ms from then on ("Restless tick N").
+
 The statuses live in a fixed bar at the bottom of the viewport (pointer-events: none, so it
 never covers a target) and are plain text, so they show in screenshots and aria snapshots.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from aiohttp import web
 
@@ -137,6 +144,50 @@ async def covered(request: web.Request) -> web.Response:
     return _page("Covered", body, _COVER_SCRIPT)
 
 
+_SETTLE_SCRIPT = """
+(function () {
+  function set(id, text) { document.getElementById(id).textContent = text; }
+  document.getElementById('later').addEventListener('click', function () {
+    set('late-status', 'Late status waiting');
+    fetch('/playground/late').then(function (r) { return r.text(); })
+      .then(function (text) { set('late-status', 'Late status ' + text); });
+  });
+  document.getElementById('animate').addEventListener('click', function () {
+    var frame = 0;
+    var timer = setInterval(function () {
+      frame += 1;
+      set('animation-status', 'Animation frame ' + frame);
+      if (frame === 6) { clearInterval(timer); set('animation-status', 'Animation status done'); }
+    }, 50);
+  });
+  document.getElementById('restless').addEventListener('click', function () {
+    var tick = 0;
+    setInterval(function () { tick += 1; set('restless-status', 'Restless tick ' + tick); }, 20);
+  });
+})();
+"""
+
+
+async def settle_page(request: web.Request) -> web.Response:
+    body = (
+        "<h1>Settle</h1>"
+        '<div class="pg-row">'
+        '<button id="later" type="button">Load later</button>'
+        '<button id="animate" type="button">Animate</button>'
+        '<button id="restless" type="button">Restless</button>'
+        "</div>"
+        '<p id="late-status" role="status">Late status idle</p>'
+        '<p id="animation-status" role="status">Animation status idle</p>'
+        '<p id="restless-status" role="status">Restless idle</p>'
+    )
+    return _page("Settle", body, _SETTLE_SCRIPT)
+
+
+async def late(request: web.Request) -> web.Response:
+    await asyncio.sleep(0.4)
+    return web.Response(text="loaded")
+
+
 async def echo(request: web.Request) -> web.Response:
     text = request.query.get("text", "")
     body = (f"<h1>Echo</h1><p>You typed: {esc(text)}</p>"
@@ -161,4 +212,6 @@ def routes() -> list[web.RouteDef]:
         web.get("/playground/echo", echo),
         web.get("/playground/next", next_page),
         web.get("/playground/covered", covered),
+        web.get("/playground/settle", settle_page),
+        web.get("/playground/late", late),
     ]

@@ -23,6 +23,7 @@ dead-lettered. The model server or MinIO down: tried again until the episode's d
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 import faust
@@ -88,13 +89,18 @@ async def on_observation(p: Policy, event: faust.EventT, obs: StepObserved) -> N
     elif verdict is not Verdict.DECIDE or not isinstance(entry, Live):
         log.info("%s: %s", what, why)
     else:  # decide, remember (with the action pending), then publish
+        queued_ms = now_ms() - int(obs.produced_at.timestamp() * 1000)
         ctx = take_instruction(note_effect(entry.ctx, obs), obs)
         chosen = await p.choosers.choose(ctx, obs, what, useful)
         if chosen is None or not isinstance(p.contexts.entry_of(obs.episode_id), Live):
             return  # no longer useful, or it ended while the model thought
+        remembering = time.perf_counter()
+        chosen.timings_ms["queue"] = float(max(0, queued_ms))
         after = decided(entry, ctx, chosen, now_ms())
         if await retried(lambda: p.contexts.remember(ctx.episode_id, after, partition), what,
                          useful, p.max_backoff_s) is not None:
+            # Telemetry only: the written-down copy lacks it, which a republish can live with.
+            chosen.timings_ms["remember"] = (time.perf_counter() - remembering) * 1000
             await retried(lambda: p.actions.publish(chosen, partition), what, useful,
                           p.max_backoff_s)
 

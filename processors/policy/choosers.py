@@ -28,6 +28,7 @@ from webgym_common.agent.prompts import EpisodeContext
 from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, StepObserved
 from webgym_common.objectstore import ObjectStore
+from webgym_common.timings import Timings
 
 
 class Chooser(StrEnum):
@@ -70,17 +71,22 @@ class Choosers:
             await self.served.ready.wait()  # the newest served version, even right after a start
             if not ctx.evaluation:  # an evaluation names its version (VllmPolicy.choice)
                 self.served.pin(ctx.policy_version)
-        decision = await retried(lambda: chooser.decide(ctx, obs), what, useful,
-                                 self.max_backoff_s, lambda err: refused(err, ctx.mode))
+        timings = Timings()
+        with timings.phase("model"):
+            decision = await retried(lambda: chooser.decide(ctx, obs), what, useful,
+                                     self.max_backoff_s, lambda err: refused(err, ctx.mode))
         if decision is None:
             return None
         prompt_uri = None
         if decision.messages is not None:
             blob = prompt_blob(decision.messages)
-            ref = await retried(lambda: self.store.put_blob(blob, "application/json"), what,
-                                useful, self.max_backoff_s)
+            with timings.phase("prompt_store"):
+                ref = await retried(lambda: self.store.put_blob(blob, "application/json"),
+                                    what, useful, self.max_backoff_s)
             if ref is None:
                 return None
             prompt_uri = ref.uri
-        return action_event(ctx, obs, decision, prompt_uri,
-                            decision.policy_version or chooser.version)
+        chosen = action_event(ctx, obs, decision, prompt_uri,
+                              decision.policy_version or chooser.version)
+        chosen.timings_ms.update(timings.ms)
+        return chosen

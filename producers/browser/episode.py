@@ -48,6 +48,7 @@ from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, StepObserved, Viewport
 from webgym_common.objectstore import ObjectStore
 from webgym_common.stream.bus import EventProducer
+from webgym_common.timings import Timings
 from webgym_common.topics import Topic
 
 log = logging.getLogger(__name__)
@@ -148,6 +149,9 @@ class EpisodeRunner:
         pending: dict[int, ActionChosen] = {}
         while True:
             action = await self._next_action(session, pending)
+            if session.published_at is not None:
+                session.timings.add("action_wait",
+                                    (time.perf_counter() - session.published_at) * 1000)
             if action.action.kind == "ANSWER":
                 return Ending("answer", answer=action.action.text)
             await self._label_requests(session, is_rerun(session.step, pending))
@@ -221,12 +225,12 @@ class EpisodeRunner:
         fmt = self.cfg.screenshot_format
         until = min(session.request.deadline.timestamp(),
                     time.time() + self.cfg.dependency_retry_s)
-        upload_started = time.perf_counter()
-        blob = await retry_until(
-            lambda: self.store.put_blob(obs.screenshot, ScreenshotFormat(fmt).mime), until,
-            f"uploading the screenshot of step {session.step}", UploadFailed)
-        obs.timings_ms["upload"] = (time.perf_counter() - upload_started) * 1000
-        obs.timings_ms["total"] = (time.perf_counter() - started) * 1000
+        with session.timings.phase("upload"):
+            blob = await retry_until(
+                lambda: self.store.put_blob(obs.screenshot, ScreenshotFormat(fmt).mime), until,
+                f"uploading the screenshot of step {session.step}", UploadFailed)
+        session.timings.ms.update(obs.timings_ms)
+        session.timings.add("total", (time.perf_counter() - started) * 1000)
         notes = session.take_notes()
         session.marks = {m.index: m for m in obs.marks}
         event = StepObserved(
@@ -234,11 +238,15 @@ class EpisodeRunner:
             step=session.step, url=obs.url, title=obs.title,
             viewport=Viewport(width=self.cfg.viewport_width, height=self.cfg.viewport_height),
             screenshot_uri=blob.uri, screenshot_sha256=blob.sha256, screenshot_format=fmt,
-            accessibility_tree=obs.tree, marks=obs.marks, timings_ms=obs.timings_ms,
+            accessibility_tree=obs.tree, marks=obs.marks, timings_ms=session.timings.ms,
             action_effect="; ".join(x for x in (effect, notes) if x) or None,
             error=error, terminal=terminal, worker_id=self.worker_id, instruction=instruction,
         )
+        publishing = time.perf_counter()
         await deliver(self.producer, Topic.OBSERVATIONS, session.episode_id, event, until)
+        # The next step's timings start here; its observation reports this publish.
+        session.timings, session.published_at = Timings(), publishing
+        session.timings.add("publish", (time.perf_counter() - publishing) * 1000)
 
     async def _close(self, session: EpisodeSession, ending: Ending) -> None:
         """Close the episode's page (if it may be hung) and context; replace a stuck browser."""

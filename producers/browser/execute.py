@@ -11,6 +11,7 @@ and the episode goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from playwright.async_api import Locator, Page
 from producers.browser.session import EpisodeSession
 from producers.browser.urlpolicy import UrlPolicy, UrlRefused, check_url
 from webgym_common.agent.actions import ActionKind, kind_of
-from webgym_common.choices import InteractionMode
+from webgym_common.choices import InteractionMode, SettleMode
 from webgym_common.config import BrowserSettings
 from webgym_common.events import ParsedAction
 
@@ -222,7 +223,61 @@ async def settle(
     session: EpisodeSession, page: Page, cfg: BrowserSettings, navs_before: int
 ) -> str:
     """Wait out what the action started: a navigation to commit and load (bounded)."""
-    await asyncio.sleep(cfg.settle_s)
+    with session.timings.phase("settle"):
+        return await _settle(session, page, cfg, navs_before)
+
+
+async def _settle(session: EpisodeSession, page: Page, cfg: BrowserSettings,
+                  navs_before: int) -> str:
+    if cfg.settle is SettleMode.FIXED:
+        await asyncio.sleep(cfg.settle_s)
+        return await _navigated(session, page, cfg, navs_before)
+    await quiet(session, page, cfg.settle_quiet_s, cfg.settle_max_s)
+    loading = await _navigated(session, page, cfg, navs_before)
+    if session.nav_requests != navs_before and not loading:  # the new page's own scripts
+        await quiet(session, page, cfg.settle_quiet_s, cfg.settle_max_s)
+    return loading
+
+
+# Resolves once the DOM has not changed for `quiet` ms, or after `cap` ms. It runs in the
+# page's own world, so a hostile page can keep it waiting: the cap and the caller's timeout
+# bound that.
+DOM_QUIET_JS = """([quiet, cap]) => new Promise((resolve) => {
+  const start = performance.now();
+  let last = start;
+  const seen = new MutationObserver(() => { last = performance.now(); });
+  seen.observe(document, {subtree: true, childList: true, attributes: true,
+                          characterData: true});
+  const check = () => {
+    const now = performance.now();
+    if (now - last >= quiet || now - start >= cap) { seen.disconnect(); resolve(now - start); }
+    else setTimeout(check, Math.max(10, quiet - (now - last)));
+  };
+  setTimeout(check, quiet);
+})"""
+
+
+async def quiet(session: EpisodeSession, page: Page, quiet_s: float, max_s: float) -> None:
+    """Wait until no request is in flight and the DOM has been still for `quiet_s` (both at
+    once), at most `max_s`. A page that navigates away ends the wait (the caller waits for
+    the navigation); one that never quiets down is observed as it is at the cap."""
+    deadline = time.monotonic() + max_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            await asyncio.wait_for(page.evaluate(DOM_QUIET_JS, [quiet_s * 1000, left * 1000]),
+                                   left + 1)
+        except (PlaywrightError, TimeoutError):
+            return
+        if session.requests_in_flight == 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(session.network_idle.wait(),
+                                   max(0.0, deadline - time.monotonic()))
+
+
+async def _navigated(session: EpisodeSession, page: Page, cfg: BrowserSettings,
+                     navs_before: int) -> str:
+    """Wait for a navigation the action started to commit and load (bounded)."""
     if session.nav_requests == navs_before:
         return ""
     deadline = time.monotonic() + cfg.navigation_timeout_s
@@ -245,8 +300,9 @@ async def execute(session: EpisodeSession, action: ParsedAction, cfg: BrowserSet
     assert page is not None
     navs_before = session.nav_requests
     try:
-        effect = await asyncio.wait_for(_act(session, page, action, cfg, url_policy),
-                                        cfg.action_timeout_s + cfg.wait_action_s + 5)
+        with session.timings.phase("execute"):
+            effect = await asyncio.wait_for(_act(session, page, action, cfg, url_policy),
+                                            cfg.action_timeout_s + cfg.wait_action_s + 5)
     except PlaywrightError as err:
         if session.crashed:
             raise

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from playwright.async_api import BrowserContext, CDPSession, Dialog, Download, Page, Response
 
 from webgym_common.events import ActionChosen, EpisodeRequested, Mark
+from webgym_common.timings import Timings
 
 # Sent with every request of an episode's context, so a site (the sandbox) can tell which
 # episode made it, and whether the step is a rerun of one a previous owner already ran.
@@ -91,6 +92,13 @@ class EpisodeSession:
     nav_requests: int = 0
     # Set when every main-frame navigation requested so far has committed.
     nav_committed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Requests of the followed page (any frame) sent and not yet finished or failed.
+    requests_in_flight: int = 0
+    network_idle: asyncio.Event = field(default_factory=asyncio.Event)
+    # The phases of the step under way, published with its observation (StepObserved.
+    # timings_ms), and when the last observation's publish started (perf_counter).
+    timings: Timings = field(default_factory=Timings)
+    published_at: float | None = None
 
     @property
     def episode_id(self) -> str:
@@ -124,6 +132,8 @@ class EpisodeSession:
         page.on("dialog", self._on_dialog)
         page.on("download", self._on_download)
         page.on("request", self._on_request)
+        page.on("requestfinished", self._on_request_done)
+        page.on("requestfailed", self._on_request_done)
         page.on("framenavigated", self._on_navigated)
         page.on("response", self._on_response)
 
@@ -142,9 +152,16 @@ class EpisodeSession:
         self.notes.append(f"a download of {download.suggested_filename!r} was refused")
 
     def _on_request(self, request) -> None:  # noqa: ANN001
+        self.requests_in_flight += 1
+        self.network_idle.clear()
         if request.is_navigation_request() and self.page and request.frame == self.page.main_frame:
             self.nav_requests += 1
             self.nav_committed.clear()
+
+    def _on_request_done(self, request) -> None:  # noqa: ANN001
+        self.requests_in_flight = max(0, self.requests_in_flight - 1)
+        if self.requests_in_flight == 0:
+            self.network_idle.set()
 
     def _on_navigated(self, frame) -> None:  # noqa: ANN001
         if self.page and frame == self.page.main_frame:

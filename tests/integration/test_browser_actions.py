@@ -41,7 +41,7 @@ async def pg_settings(stack_base: Settings) -> Settings:
     prefix = f"t{uuid.uuid4().hex[:10]}"
     kafka = stack_base.kafka.model_copy(update={"topic_prefix": prefix})
     browser = stack_base.browser.model_copy(
-        update={"group_id": f"{prefix}-browsers", "settle_s": 0.2, "wait_action_s": 1.0,
+        update={"group_id": f"{prefix}-browsers", "settle_max_s": 1.0, "wait_action_s": 1.0,
                 "observe_timeout_s": 8.0, "action_timeout_s": 5.0}
     )
     s = stack_base.model_copy(update={"kafka": kafka, "browser": browser})
@@ -321,6 +321,40 @@ async def test_a_covered_element_fails_naming_its_cover_and_works_once_it_is_gon
         ok(obs, "clicked")
         assert shows(obs, "Covered button clicked")
         await finish(ep, "clicked it")
+    finally:
+        if ep.observations and not ep.completions:
+            with contextlib.suppress(Exception):
+                await ep.send_only("ANSWER [the test stopped early]")
+        await ep.close()
+
+
+async def test_the_page_driven_settle_waits_for_requests_and_changes_but_not_forever(
+    pg_settings: Settings, pg_producer: EventProducer, worker: None
+) -> None:
+    ep = HandFedEpisode(pg_settings, pg_producer, f"{pg_settings.sandbox_url}/playground/settle",
+                        mode="set_of_marks", max_steps=10)
+    cap_ms = pg_settings.browser.settle_max_s * 1000
+    try:
+        obs = await ep.start()
+        assert shows(obs, "Late status idle")
+        # A fixed wait shorter than the request (400 ms) would observe "waiting".
+        obs = await ep.act(f"Click [{target(obs, 'set_of_marks', 'button', 'Load later')}]")
+        ok(obs, "clicked")
+        assert shows(obs, "Late status loaded"), obs.accessibility_tree
+        assert 400 <= obs.timings_ms["settle"] < cap_ms, obs.timings_ms
+        obs = await ep.act(f"Click [{target(obs, 'set_of_marks', 'button', 'Animate')}]")
+        assert shows(obs, "Animation status done"), obs.accessibility_tree
+        # A page that never quiets down is observed as it is at the cap.
+        obs = await ep.act(f"Click [{target(obs, 'set_of_marks', 'button', 'Restless')}]")
+        ok(obs, "clicked")
+        assert "Restless tick" in obs.accessibility_tree
+        assert cap_ms - 50 <= obs.timings_ms["settle"] < cap_ms + 1000, obs.timings_ms
+        # Every step says where its time went (webgym_common.timings).
+        for phase in ("action_wait", "execute", "settle", "screenshot", "tree", "upload",
+                      "publish", "total"):
+            assert obs.timings_ms.get(phase, -1) >= 0, (phase, obs.timings_ms)
+        assert "action_wait" not in ep.observations[0].timings_ms  # no action came before it
+        await finish(ep, "settled")
     finally:
         if ep.observations and not ep.completions:
             with contextlib.suppress(Exception):

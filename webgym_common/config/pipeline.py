@@ -16,6 +16,7 @@ from webgym_common.choices import (
     ProcessingGuarantee,
     SamplingStrategy,
     ScreenshotFormat,
+    SettleMode,
     Split,
     Suite,
     TrainMode,
@@ -37,7 +38,12 @@ class BrowserSettings(BaseModel):
     action_timeout_s: float = Field(10.0, gt=0)
     navigation_timeout_s: float = Field(15.0, gt=0)
     observe_timeout_s: float = Field(15.0, gt=0)
-    settle_s: float = Field(0.3, ge=0, description="quiet time after an action before observing")
+    # After an action: wait until no request is in flight and the DOM has not changed for
+    # settle_quiet_s, at most settle_max_s (page); or sleep settle_s (fixed).
+    settle: SettleMode = SettleMode.PAGE
+    settle_quiet_s: float = Field(0.1, ge=0, description="quiet time that counts as settled")
+    settle_max_s: float = Field(2.0, ge=0, description="the longest page-driven settle")
+    settle_s: float = Field(0.3, ge=0, description="the fixed settle's sleep")
     wait_action_s: float = Field(5.0, ge=0, description="how long the Wait action waits")
     max_marks: int = Field(300, ge=1)
     # The URL policy (producers/browser/urlpolicy.py). Hosts (shell globs, `host` or

@@ -30,7 +30,9 @@ class KafkaSettings(BaseModel):
     session_timeout_ms: int = Field(10_000, ge=1000)
     heartbeat_interval_ms: int = Field(1_000, ge=100)
     max_poll_interval_ms: int = Field(300_000, ge=1000)
-    linger_ms: int = Field(5, ge=0)
+    # 0: an event goes out at once (it is on a step's critical path); under load the producer
+    # still batches whatever piles up while its previous request is in flight.
+    linger_ms: int = Field(0, ge=0)
     compression: Compression = Compression.ZSTD
     max_request_size: int = Field(4 * 1024 * 1024, ge=1024)
     replay_retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=60_000)
@@ -132,6 +134,9 @@ class VllmSettings(BaseModel):
     torch_version: str = "2.13.0"  # vLLM's venv (the trainer's: trainer.torch_version)
     max_model_len: int = Field(4096, ge=256)
     kv_cache_gib: int = Field(1, ge=1)
+    # Every policy prompt starts with the same system prompt and a step repeats the task and
+    # history of the one before: vLLM keeps their KV blocks and skips their prefill.
+    prefix_caching: bool = True
     start_timeout_s: float = Field(600.0, gt=0)
     # Which cores vLLM's CPU worker binds its OpenMP threads to: "all" = every core this
     # process may use; "auto" = vLLM's own choice, which on a 2-core machine binds one core

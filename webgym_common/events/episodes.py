@@ -67,6 +67,11 @@ class ActionChosen(Event):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: float = 0.0
+    # Where the policy's time went for this step, in ms: queue (observation produced -> decision
+    # started: the bus in and the wait for a free actor), model (the decision), prompt_store (the
+    # prompt into MinIO), remember (the episode's entry written down). The action's own publish is
+    # not in it.
+    timings_ms: dict[str, float] = Field(default_factory=dict)
     policy_version: str
 
 
@@ -262,7 +267,10 @@ class StepObserved(Event):
     # Aria snapshot text; [ref=eN] ids are the marks.
     accessibility_tree: str = ""
     marks: list[Mark] = Field(default_factory=list)
-    # action, settle, screenshot, tree, upload, total.
+    # Where the browser's time went, in ms: action_wait (the previous observation's publish started
+    # -> its action arrived), execute (the action), settle (the page quieting down after it),
+    # screenshot, tree, title, upload (the screenshot into MinIO), publish (the previous observation
+    # into Kafka), total (observe + upload).
     timings_ms: dict[str, float] = Field(default_factory=dict)
     # What the previous action did, for the prompt's Action Effect.
     action_effect: str | None = None

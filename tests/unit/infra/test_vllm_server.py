@@ -63,3 +63,10 @@ def test_a_users_model_directory_is_served_and_trained_instead_of_smollm2(tmp_pa
     (mine / "config.json").write_text("{}")
     assert ensure_model(settings) == mine == model_dir(settings)
     assert trainer_env.base_model(settings) == str(mine)  # the adapters fit what vLLM serves
+
+
+def test_prefix_caching_is_asked_for_explicitly_either_way(tmp_path: Path) -> None:
+    on = server_command(load_settings(), tmp_path, tmp_path)
+    off = server_command(load_settings(vllm={"prefix_caching": False}), tmp_path, tmp_path)
+    assert "--enable-prefix-caching" in on and "--no-enable-prefix-caching" not in on
+    assert "--no-enable-prefix-caching" in off and "--enable-prefix-caching" not in off
