@@ -38,7 +38,7 @@ from webgym_common.agent.actions import reply_regex
 from webgym_common.agent.prompts import EpisodeContext, StepRecord, build_messages
 from webgym_common.config import Settings, load_settings
 
-console = Console()
+console = Console(width=160)
 LEVELS = (1, 8, 16)
 ACTIONS = ["Click [2]", "Type [1] [cobalt pulse]", "Click [8]", "Scroll [down]", "Click [13]"]
 

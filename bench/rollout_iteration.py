@@ -2,16 +2,19 @@
 and against a naive loop, with where each step's time went.
 
   .venv/bin/python -m bench.rollout_iteration [--tasks 64] [--contexts 8,16] \
-      [--latency 0,0.5] [--naive-tasks 16] [--markdown docs/benchmarks.md]
+      [--latency 0,0.5] [--window-s 30] [--markdown docs/benchmarks.md]
 
 The pipeline: controller, one browser worker (C contexts), the teacher-forcing policy with a
 fixed time per decision (the `--latency` a model server would take), evaluator, history and
 metrics, on the embedded stack. A step is one decision (the ANSWER included); its time is
 counted from the iteration's start (sampling) to its close (every episode scored).
 
-In the same run, with the worker's own execute/observe code and no Kafka, no MinIO:
+In the same run, with the worker's own execute/observe code and no Kafka, no MinIO, on the
+tasks the pipeline ran, taken round and round for --window-s seconds:
 - the naive loop: one page, one task at a time, sleeping the latency before each decision;
 - the CPU ceiling: C such loops at once with no latency (what 2 cores give the browser).
+The sample leaves out the sandbox's hostile pages (anti-bot walls the worker ends at once
+and a plain loop would keep acting on until its timeouts).
 The limit is min(CPU ceiling, C / (browser time per step + latency)), the browser time per
 step taken from the naive loop. The table gives the pipeline's steps/s as a share of its
 limit and as a multiple of the naive loop, then the mean of each phase of a step, read back
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import json
 import tempfile
 import time
 import uuid
@@ -47,13 +52,12 @@ from webgym_common.events import ActionChosen, StepObserved, Task
 from webgym_common.stream.admin import create_topics
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_to_end
-from webgym_common.timings import mean_breakdown, step_breakdown
+from webgym_common.timings import STEP_PHASES, mean_breakdown, step_breakdown
 from webgym_common.topics import Topic
 
-console = Console()
+console = Console(width=160)
 TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
-PHASES = ("execute", "settle", "screenshot", "tree", "upload", "publish", "bus", "queue",
-          "model", "prompt_store", "remember")
+PHASES = (*STEP_PHASES, "queue")
 CPU_KINDS = ("chromium", "browser worker", "kafka", "minio", "policy", "evaluator",
              "other workers", "other")
 
@@ -66,6 +70,7 @@ class PipelineRun:
     success: float
     phases: dict[str, float]
     cpu_s: dict[str, float]  # CPU seconds each kind of process used during the iteration
+    rewards: dict[str, float]  # task id -> its episode's reward
 
     @property
     def rate(self) -> float:
@@ -85,12 +90,16 @@ async def breakdown(settings: Settings, producer: EventProducer) -> dict[str, fl
     return mean_breakdown(steps)
 
 
-async def via_pipeline(base: Settings, n: int, contexts: int, delay_s: float) -> PipelineRun:
+async def via_pipeline(base: Settings, n: int, contexts: int, delay_s: float,
+                       tasks_file: Path = TASKS_FILE,
+                       browser: dict[str, object] | None = None) -> PipelineRun:
+    """One iteration of `n` tasks of `tasks_file` (train split, a fixed uniform sample) on
+    a pipeline of its own; `browser`: more browser settings."""
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     data = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
     settings = base.model_copy(update={
         "kafka": base.kafka.model_copy(update={"topic_prefix": prefix}),
-        "browser": base.browser.model_copy(update={"contexts": contexts}),
+        "browser": base.browser.model_copy(update={"contexts": contexts, **(browser or {})}),
         "policy": base.policy.model_copy(update={"kind": "teacher", "teacher_delay_s": delay_s,
                                                  "max_inflight": 2 * contexts}),
         "rollout": base.rollout.model_copy(update={"strategy": "uniform", "seed": 1,
@@ -102,7 +111,7 @@ async def via_pipeline(base: Settings, n: int, contexts: int, delay_s: float) ->
     try:
         await pipeline.up(settings)
         async with EventProducer(settings, client_id="bench") as producer:
-            await load_tasks(TASKS_FILE, producer)
+            await load_tasks(tasks_file, producer)
             cpu_before = cpu_seconds()
             started = time.perf_counter()
             state, _ = await run_iteration(settings, producer, 0, "train", n)
@@ -113,53 +122,68 @@ async def via_pipeline(base: Settings, n: int, contexts: int, delay_s: float) ->
         decisions = sum(c.steps + (c.termination == "answer") for c in done)
         tasks = [r.task for r in state.requests.values()]
         solved = sum(s.reward for s in state.scored.values()) / max(1, len(state.scored))
-        return PipelineRun(wall, decisions, tasks, solved, phases, cpu)
+        rewards = {state.requests[eid].task.task_id: s.reward for eid, s in state.scored.items()
+                   if eid in state.requests}
+        return PipelineRun(wall, decisions, tasks, solved, phases, cpu, rewards)
     finally:
         pipeline.down(settings)
 
 
-async def play_task(pool: BrowserPool, settings: Settings, task: Task, delay_s: float) -> int:
-    """One task's reference actions with the worker's code; returns its decisions."""
+async def play_task(pool: BrowserPool, settings: Settings, task: Task, delay_s: float,
+                    done: list[float]) -> None:
+    """One task's reference actions with the worker's code; each decision's end time goes
+    into `done` once its action is carried out and observed (an ANSWER once decided)."""
     cfg = settings.browser
     session, context, obs = await open_observed_page(pool, cfg, settings.resolve_url(task.website))
-    decisions = 0
     try:
         for ref in task.reference_actions:
             await asyncio.sleep(delay_s)
-            decisions += 1
             action = resolve_reference_action(ref, obs.marks)
             if action.kind == "ANSWER":
+                done.append(time.perf_counter())
                 break
             session.marks = {m.index: m for m in obs.marks}
             with contextlib.suppress(ActionFailed):  # reported, as the worker would
                 await execute(session, action, cfg)
             obs = await observe(session.page, session.cdp, cfg)
+            done.append(time.perf_counter())
     finally:
-        await context.close()
-    return decisions
+        with contextlib.suppress(Exception):
+            await context.close()
 
 
-async def direct(settings: Settings, tasks: list[Task], delay_s: float,
-                 concurrency: int) -> float:
-    """Decisions/s of `concurrency` loops sharing the tasks, no Kafka, no MinIO."""
+async def direct(settings: Settings, tasks: list[Task], delay_s: float, concurrency: int,
+                 seconds: float) -> float:
+    """Decisions/s of `concurrency` loops taking the tasks in turn (round and round) for
+    `seconds`, no Kafka, no MinIO: a rate while every loop is busy, no tail."""
     pool = BrowserPool(settings.browser, lambda reason: None)
     await pool.start()
-    queue: asyncio.Queue[Task] = asyncio.Queue()
-    for task in tasks:
-        queue.put_nowait(task)
-    decisions = 0
+    turns = itertools.cycle(tasks)
+    done: list[float] = []
 
     async def loop() -> None:
-        nonlocal decisions
-        while not queue.empty():
-            decisions += await play_task(pool, settings, queue.get_nowait(), delay_s)
+        while True:
+            await play_task(pool, settings, next(turns), delay_s, done)
 
     started = time.perf_counter()
+    loops = [asyncio.create_task(loop()) for _ in range(concurrency)]
     try:
-        await asyncio.gather(*[loop() for _ in range(concurrency)])
+        await asyncio.sleep(seconds)
     finally:
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
         await pool.stop()
-    return decisions / (time.perf_counter() - started)
+    return sum(1 for t in done if t - started <= seconds) / seconds
+
+
+def without_hostile(path: Path) -> Path:
+    """A copy of the task file without the sandbox's hostile pages."""
+    kept = [line for line in path.read_text().splitlines()
+            if line.strip() and json.loads(line).get("domain") != "sandbox-hostile"]
+    out = Path(tempfile.mkdtemp(prefix="bench-tasks-")) / path.name
+    out.write_text("\n".join(kept) + "\n")
+    return out
 
 
 def limit_of(ceiling: float, contexts: int, naive_rate: float) -> float:
@@ -169,11 +193,12 @@ def limit_of(ceiling: float, contexts: int, naive_rate: float) -> float:
 
 
 def main(tasks: int = 64, contexts: str = "8,16", latency: str = "0,0.5",
-         naive_tasks: int = 16, markdown: Path | None = None) -> None:
+         window_s: float = 30.0, markdown: Path | None = None) -> None:
     console.print(describe_machine())
     settings = get_settings()
     asyncio.run(stack.up(settings))
     levels = [int(c) for c in contexts.split(",")]
+    task_file = without_hostile(TASKS_FILE)
     delays = [float(d) for d in latency.split(",")]
     columns = ["latency", "contexts", "pipeline steps/s", "limit", "of limit", "naive steps/s",
                "x naive", "success", "wall s", "steps"]
@@ -185,13 +210,13 @@ def main(tasks: int = 64, contexts: str = "8,16", latency: str = "0,0.5",
         naive_rate = None
         for c in levels:
             console.print(f"pipeline: {c} contexts, {delay:.1f} s per decision ...")
-            run = asyncio.run(via_pipeline(settings, tasks, c, delay))
+            run = asyncio.run(via_pipeline(settings, tasks, c, delay, task_file))
             if naive_rate is None:
                 console.print(f"naive loop: {delay:.1f} s per decision ...")
-                naive_rate = asyncio.run(direct(settings, run.tasks[:naive_tasks], delay, 1))
+                naive_rate = asyncio.run(direct(settings, run.tasks, delay, 1, window_s))
             if c not in ceilings:
                 console.print(f"CPU ceiling: {c} loops at once ...")
-                ceilings[c] = asyncio.run(direct(settings, run.tasks, 0.0, c))
+                ceilings[c] = asyncio.run(direct(settings, run.tasks, 0.0, c, window_s))
             limit = limit_of(ceilings[c], c, naive_rate)
             rows.append([f"{delay:.1f} s", str(c), f"{run.rate:.2f}", f"{limit:.2f}",
                          f"{run.rate / limit:.2f}", f"{naive_rate:.2f}",
@@ -221,7 +246,7 @@ def main(tasks: int = 64, contexts: str = "8,16", latency: str = "0,0.5",
     console.print(cpu_table)
     if markdown is not None:
         command = (f"python -m bench.rollout_iteration --tasks {tasks} --contexts {contexts} "
-                   f"--latency {latency} --naive-tasks {naive_tasks}")
+                   f"--latency {latency} --window-s {window_s:g}")
         append_markdown(markdown, markdown_table(
             f"Rollout: {tasks} sandbox tasks, pipeline vs limit and naive loop", command,
             columns, rows,

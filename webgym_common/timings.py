@@ -15,6 +15,10 @@ from collections.abc import Iterator, Mapping, Sequence
 # policy's own phases are taken out (see step_breakdown).
 BROWSER_PHASES = ("execute", "settle", "screenshot", "tree", "upload", "publish")
 POLICY_PHASES = ("queue", "model", "prompt_store", "remember")
+# A step from the observation's publish to the next observation ready, in order (`queue`
+# overlaps `bus`, so it is not one of them).
+STEP_PHASES = ("publish", "bus", "model", "prompt_store", "remember", "execute", "settle",
+               "screenshot", "tree", "upload")
 
 
 class Timings:

@@ -39,7 +39,9 @@ from webgym_common.events import (
 from webgym_common.history import is_success
 from webgym_common.stream.deadletters import Letter
 from webgym_common.tasks import suite_of
+from webgym_common.timings import STEP_PHASES, mean_breakdown, step_breakdown
 
+PHASE_STEPS = 500  # the step breakdown is over the last 500 actions
 RATE_WINDOW_MS = 30_000  # steps/s is over the last 30 s of observations
 LATENCIES = 200  # model-call latency: the median of the last 200 model actions
 
@@ -91,6 +93,8 @@ class Step:
     memory: str | None = None
     policy_version: str | None = None
     latency_ms: float | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)  # the observation's
+    action_timings_ms: dict[str, float] = field(default_factory=dict)  # its action's
 
 
 @dataclass
@@ -168,6 +172,7 @@ class View:
     letters: deque[Letter] = field(default_factory=deque)
     step_times: deque[int] = field(default_factory=lambda: deque(maxlen=20_000))
     latencies: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCIES))
+    acted: deque[tuple[str, int]] = field(default_factory=lambda: deque(maxlen=PHASE_STEPS))
     seen: set[str] = field(default_factory=set)  # event ids of one-off facts (letters, steps)
 
     @property
@@ -219,7 +224,7 @@ class View:
             s.viewport = (event.viewport.width, event.viewport.height)
             s.marks, s.action_effect, s.error = list(event.marks), event.action_effect, \
                 event.error
-            s.terminal = event.terminal
+            s.terminal, s.timings_ms = event.terminal, dict(event.timings_ms)
         elif isinstance(event, ActionChosen):
             ep = self.episode(event.episode_id)
             s = ep.step(event.step)
@@ -227,6 +232,9 @@ class View:
                 self.latencies.append(event.latency_ms)  # a model's call, not a teacher's
             s.action, s.thought, s.memory = event.action_string, event.thought, event.memory_json
             s.policy_version, s.latency_ms = event.policy_version, event.latency_ms
+            if not s.action_timings_ms:
+                self.acted.append((event.episode_id, event.step))
+            s.action_timings_ms = dict(event.timings_ms)
         elif isinstance(event, EpisodeCompleted):
             ep = self.episode(event.episode_id)
             ep.task_id = ep.task_id or event.task_id
@@ -282,10 +290,23 @@ class View:
         return sorted((e for e in self.episodes.values() if e.iteration == iteration),
                       key=lambda e: e.episode_id)
 
-    def rates(self, now_ms: int) -> dict[str, float | None]:
+    def rates(self, now_ms: int) -> dict[str, Any]:
         recent = sum(1 for t in self.step_times if now_ms - t <= RATE_WINDOW_MS)
         return {"steps_per_s": recent / (RATE_WINDOW_MS / 1000),
-                "latency_ms": statistics.median(self.latencies) if self.latencies else None}
+                "latency_ms": statistics.median(self.latencies) if self.latencies else None,
+                "phases": self.phases()}
+
+    def phases(self) -> dict[str, float]:
+        """The mean of each phase of the last PHASE_STEPS steps (webgym_common.timings): an
+        action with the observation that followed it."""
+        steps = []
+        for episode_id, n in self.acted:
+            ep = self.episodes.get(episode_id)
+            if ep is not None and n in ep.steps and n + 1 in ep.steps:
+                steps.append(step_breakdown(ep.steps[n + 1].timings_ms,
+                                            ep.steps[n].action_timings_ms))
+        means = mean_breakdown(steps)
+        return {p: round(means[p], 1) for p in STEP_PHASES if p in means}
 
 
 def progress(episodes: list[Episode], requested: int | None = None) -> dict[str, int]:

@@ -71,6 +71,26 @@ function applyStats(stats) {
   text(document.getElementById("latency"),
        stats.latency_ms === null ? "–" : Math.round(stats.latency_ms));
   text(document.getElementById("closed"), stats.closed ? "closed" : "");
+  const phases = document.getElementById("phases");
+  if (phases) {
+    phases.replaceChildren();
+    const top = Math.max(1, ...Object.values(stats.phases));
+    for (const [phase, ms] of Object.entries(stats.phases)) {
+      const tr = document.createElement("tr");
+      for (const v of [phase.replace("_", " "), ms.toFixed(1)]) {
+        const td = document.createElement("td");
+        text(td, v);
+        tr.appendChild(td);
+      }
+      const bar = document.createElement("span");
+      bar.className = "bar";
+      bar.style.width = Math.round(100 * ms / top) + "px";
+      const td = document.createElement("td");
+      td.appendChild(bar);
+      tr.appendChild(td);
+      phases.appendChild(tr);
+    }
+  }
   const lag = document.getElementById("lag");
   lag.replaceChildren();
   for (const [group, topics] of Object.entries(stats.lag)) {

@@ -194,3 +194,19 @@ def test_lag_by_topic_sums_partitions() -> None:
     committed = {tp("t.episodes", 0): 5, tp("t.episodes", 1): 7, tp("t.actions", 0): -1}
     ends = {tp("t.episodes", 0): 9, tp("t.episodes", 1): 7, tp("t.actions", 0): 3}
     assert lag_by_topic(committed, ends, "t") == {"episodes": 4}
+
+
+def test_the_step_breakdown_pairs_each_action_with_the_observation_after_it() -> None:
+    v = View()
+    v.apply(observed("e", 0, timings_ms={"screenshot": 30.0}), 1)
+    for step, model in ((0, 100.0), (1, 300.0)):
+        v.apply(acted("e", step).model_copy(update={"timings_ms": {
+            "model": model, "prompt_store": 4.0, "remember": 2.0}}), 1)
+        v.apply(observed("e", step + 1, timings_ms={
+            "action_wait": model + 20.0, "publish": 4.0, "execute": 50.0, "settle": 110.0,
+            "screenshot": 30.0}), 1)
+    v.apply(acted("e", 2), 1)  # no observation after it yet: not a whole step
+    phases = v.rates(1)["phases"]
+    assert phases["model"] == 200.0 and phases["settle"] == 110.0
+    assert phases["bus"] == 20.0 - 4.0 - 4.0 - 2.0  # the wait less publish and policy's own
+    assert list(phases)[:3] == ["publish", "bus", "model"]  # the order a step runs in
