@@ -172,7 +172,8 @@ async def direct(settings: Settings, tasks: list[Task], delay_s: float, concurre
     finally:
         for task in loops:
             task.cancel()
-        await asyncio.gather(*loops, return_exceptions=True)
+        with contextlib.suppress(TimeoutError):  # a context slow to close is the pool's
+            await asyncio.wait_for(asyncio.gather(*loops, return_exceptions=True), 30)
         await pool.stop()
     return sum(1 for t in done if t - started <= seconds) / seconds
 

@@ -6,7 +6,8 @@ a name that no registry topic or faust-internal topic has. Writes go out in Kafk
 transactions of a producer whose transactional id is the derived topic's name, so a run
 started again fences the one that was killed (its open transaction is aborted: readers,
 `read_committed`, never see it), reads the topic to its end and skips every key already
-there. One run writes one topic: two runs at once on the same topic fence each other.
+there (a topic the run itself has just created holds none: not read, `on_target`). One run
+writes one topic: two runs at once on the same topic fence each other.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from dataclasses import replace
 
 from webgym_common.config import Settings
 from webgym_common.events import Event
+from webgym_common.logrange.bounds import range_reader
 from webgym_common.stream.admin import create_topic
-from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.bus import EventProducer
 from webgym_common.stream.kafka_clients import make_producer
 from webgym_common.stream.readers import batches_to_end
 from webgym_common.topics import Topic, all_topic_specs, topic_specs
@@ -57,14 +59,23 @@ async def written(settings: Settings, producer: EventProducer, name: str,
                   stall_timeout_s: float = 60.0) -> dict[str, Event]:
     """The first event per key (`key_of`; None: not counted) already on the derived topic."""
     out: dict[str, Event] = {}
-    async with EventConsumer(settings, [name], None, producer, client_id="replay-resume",
-                             any_type=True) as reader:
+    async with range_reader(settings, [name], producer, "replay-resume") as reader:
         async for batch in batches_to_end(reader, stall_timeout_s):
             for received in batch:
                 key = key_of(received.event)
                 if key is not None:
                     out.setdefault(key, received.event)
     return out
+
+
+async def on_target(settings: Settings, producer: EventProducer, source: Topic, name: str,
+                    key_of: Callable[[Event], str | None]) -> dict[str, Event]:
+    """Create the derived topic `name` like `source` (or find it) and return what is on it
+    already (`written`). A topic this call created holds nothing: no read of it, which
+    would wait for a fresh topic's metadata and offsets (a tenth of a second and more)."""
+    if await create_derived(settings, source, name) == "created":
+        return {}
+    return await written(settings, producer, name, key_of)
 
 
 class DerivedWriter:

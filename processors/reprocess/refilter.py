@@ -12,8 +12,9 @@ processor's own rules (processors.replay_buffer.decisions.training_steps) with t
 (success only, same screenshot, failures kept); then `select` (the CLI passes the trainer's
 recency-biased draw, consumers/trainer/draw.py) picks among the eligible steps, oldest
 first. Publish: each picked step's ReplaySample (its prompt read from the object store, as
-the replay processor does), keyed by sample id. A step whose prompt is missing or unusable
-is reported and left out. Point the trainer at the target with
+the replay processor does; a prompt that steps share is read once:
+processors.reprocess.prompts), keyed by sample id. A step whose prompt is missing or
+unusable is reported and left out. Point the trainer at the target with
 WEBGYM_TRAINER__REPLAY_TOPIC.
 """
 
@@ -24,14 +25,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from processors.replay_buffer.app import BlobStore, Replayer
+from processors.replay_buffer.app import BlobStore
 from processors.replay_buffer.decisions import KeptStep, sample_id, training_steps
-from processors.reprocess.derived import DerivedWriter, create_derived, written
+from processors.reprocess.derived import DerivedWriter, on_target
+from processors.reprocess.prompts import SharedPrompts, sample
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, Event, ReplaySample
-from webgym_common.logrange.bounds import LogRange, Spans, read_range, records_in
+from webgym_common.logrange.bounds import LogRange, Spans, range_reader, read_range, records_in
 from webgym_common.objectstore import ObjectStore
-from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.bus import EventProducer
 from webgym_common.topics import Topic
 
 BATCH = 256  # samples built at once and written in one transaction (a few round trips)
@@ -80,6 +82,7 @@ class RefilterResult:
     records: int = 0
     steps: int = 0  # trajectory steps of the episodes read
     problems: list[str] = field(default_factory=list)
+    prompt_reads: int = 0  # GETs sent to the object store (a prompt steps share: one)
     seconds: float = 0.0
     sample_seconds: float = 0.0  # of which: reading prompts from the object store, writing
 
@@ -96,8 +99,7 @@ async def refilter(settings: Settings, source: Topic | str, target: str, rng: Lo
     async with EventProducer(settings, client_id="replay-refilter") as producer:
 
         async def already() -> dict[str, Event]:
-            await create_derived(settings, Topic.REPLAY, target)
-            return await written(settings, producer, target, sample_key)
+            return await on_target(settings, producer, Topic.REPLAY, target, sample_key)
 
         # consume (the target's state, the scores and the fenced writer's start at once)
         writer = DerivedWriter(settings, target, producer)
@@ -114,31 +116,51 @@ async def refilter(settings: Settings, source: Topic | str, target: str, rng: Lo
             todo = [(s, k) for s, k in picked if sample_id(s.episode_id, k.step) not in done]
             result.resumed = len(picked) - len(todo)
             # publish
-            replayer = Replayer(cfg, store or ObjectStore(settings.s3), producer,
-                                "replay-refilter")
+            prompts = SharedPrompts(store or ObjectStore(settings.s3),
+                                    (k.prompt_uri for _, k in todo))
             publishing = time.perf_counter()
-            await publish(replayer, writer, todo, result, on_progress)
+            try:
+                await publish(prompts, writer, todo, result, on_progress)
+            finally:
+                prompts.close()
             result.sample_seconds = time.perf_counter() - publishing
+            result.prompt_reads = prompts.gets
         finally:
             await writer.stop()
     result.seconds = time.perf_counter() - started
     return result
 
 
-async def publish(replayer: Replayer, writer: DerivedWriter, todo: list[Candidate],
+async def publish(prompts: SharedPrompts, writer: DerivedWriter, todo: list[Candidate],
                   result: RefilterResult, on_progress: Progress | None) -> None:
     """Each step's sample (its prompt read as the replay processor reads it), BATCH at a time
-    in one transaction each; a step whose prompt cannot be used is reported, not written."""
-    for first in range(0, len(todo), BATCH):
-        chunk = todo[first:first + BATCH]
-        made = await asyncio.gather(*(replayer.sample(s, k) for s, k in chunk))
-        samples = [m for m in made if isinstance(m, ReplaySample)]
-        result.problems += [f"{s.episode_id} {m}" for (s, _), m in zip(chunk, made, strict=True)
-                            if isinstance(m, str)]
-        await writer.write([(s.sample_id, s) for s in samples])
-        result.written += len(samples)
-        if on_progress is not None:
-            on_progress("samples", first + len(made), len(todo))
+    in one transaction each; a step whose prompt cannot be used is reported, not written.
+    The next batch's prompts are read while a batch is written (two batches in memory)."""
+    chunks = [todo[first:first + BATCH] for first in range(0, len(todo), BATCH)]
+    if not chunks:
+        return
+    building = build(prompts, chunks[0])
+    try:
+        for n, chunk in enumerate(chunks):
+            made = await building
+            if n + 1 < len(chunks):
+                building = build(prompts, chunks[n + 1])
+            samples = [m for m in made if isinstance(m, ReplaySample)]
+            result.problems += [f"{s.episode_id} {m}"
+                                for (s, _), m in zip(chunk, made, strict=True)
+                                if isinstance(m, str)]
+            await writer.write([(s.sample_id, s) for s in samples])
+            result.written += len(samples)
+            if on_progress is not None:
+                on_progress("samples", n * BATCH + len(made), len(todo))
+    finally:
+        building.cancel()  # a failed write: the batch being built is not wanted
+
+
+def build(prompts: SharedPrompts, chunk: list[Candidate]
+          ) -> asyncio.Future[list[ReplaySample | str]]:
+    """The chunk's samples, built in the background (their reads bounded by `prompts`)."""
+    return asyncio.gather(*(sample(prompts, s, k) for s, k in chunk))
 
 
 async def _read(settings: Settings, producer: EventProducer, source: Topic | str,
@@ -151,8 +173,7 @@ async def _read(settings: Settings, producer: EventProducer, source: Topic | str
         nonlocal total
         total = records_in(ranges)
 
-    async with EventConsumer(settings, [source], None, producer, client_id="replay-refilter",
-                             any_type=True) as reader:
+    async with range_reader(settings, [source], producer, "replay-refilter") as reader:
         async for batch in read_range(reader, rng, on_spans=sized):
             events += [r.event for r in batch]
             if on_progress is not None:

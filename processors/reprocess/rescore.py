@@ -47,7 +47,7 @@ from processors.evaluator.trajectory import (
     request_record,
 )
 from processors.reprocess.agreement import Agreement, Provenance, agreement
-from processors.reprocess.derived import DerivedWriter, create_derived, written
+from processors.reprocess.derived import DerivedWriter, on_target
 from webgym_common.choices import JudgeKind
 from webgym_common.config import EvaluatorSettings, Settings
 from webgym_common.events import EpisodeCompleted, EpisodeScored, Event, StepObserved
@@ -62,6 +62,20 @@ from webgym_common.topics import Topic
 BATCH_RULES = 256
 BATCH_LLM = 16
 Progress = Callable[[str, int, int], None]  # phase, done, total
+# What a re-scoring reads of the parts, by event: the fields the evaluator's step records
+# take (processors.evaluator.trajectory: observation_record, action_record) and those the
+# agreement takes of the old score. The others (an observation's marks and timings, the old
+# score's trajectory) are skipped undecoded (Codec.projected): most of an observation's
+# bytes and of its decoding when the page has many marks. Fields with no default are read
+# whatever this says.
+READS = {
+    "StepObserved": {"episode_id", "step", "url", "title", "accessibility_tree",
+                     "screenshot_uri", "screenshot_sha256", "screenshot_format"},
+    "ActionChosen": {"episode_id", "step", "action", "action_string", "thought",
+                     "memory_json", "raw_response", "prompt_uri", "policy_version"},
+    "EpisodeScored": {"episode_id", "task_id", "reward", "evaluation", "is_blocked",
+                      "evaluator_version"},
+}
 
 
 # -- provenance ------------------------------------------------------------------------
@@ -162,15 +176,16 @@ async def rescore(settings: Settings, target: str, rng: LogRange, judge: Judge |
     async with EventProducer(settings, client_id="replay-rescore") as producer:
 
         async def already() -> dict[str, EpisodeScored]:
-            await create_derived(settings, Topic.EPISODES_SCORED, target)
-            found = await written(settings, producer, target, rescore_key)
+            found = await on_target(settings, producer, Topic.EPISODES_SCORED, target,
+                                    rescore_key)
             return {k: v for k, v in found.items() if isinstance(v, EpisodeScored)}
 
         # consume (the target's state, the log and the fenced writer's start at once)
         writer = DerivedWriter(settings, target, producer)
         try:
             done, log, _ = await asyncio.gather(
-                already(), read_episodes(settings, producer, rng, on_read=on_progress),
+                already(), read_episodes(settings, producer, rng, on_read=on_progress,
+                                         codec=producer.codec.projected(READS)),
                 writer.start())
             todo = [eid for eid in log.completions if eid not in done]
             result.selected, result.records = len(log.completions), log.records

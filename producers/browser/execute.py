@@ -232,7 +232,8 @@ async def _settle(session: EpisodeSession, page: Page, cfg: BrowserSettings,
     if cfg.settle is SettleMode.FIXED:
         await asyncio.sleep(cfg.settle_s)
         return await _navigated(session, page, cfg, navs_before)
-    await quiet(session, page, cfg.settle_quiet_s, cfg.settle_max_s)
+    if session.nav_requests == navs_before:  # nothing navigating yet: the page may change,
+        await quiet(session, page, cfg.settle_quiet_s, cfg.settle_max_s)  # or navigate late
     loading = await _navigated(session, page, cfg, navs_before)
     if session.nav_requests != navs_before and not loading:  # the new page's own scripts
         await quiet(session, page, cfg.settle_quiet_s, cfg.settle_max_s)

@@ -13,13 +13,17 @@ consumers read `read_committed`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from webgym_common.stream.bus import EventConsumer, Received
+from webgym_common.codec import Codec
+from webgym_common.config import Settings
+from webgym_common.stream.bus import EventConsumer, EventProducer, Received, partitions_of
+from webgym_common.topics import Topic
 
 Spans = dict[TopicPartition, tuple[int, int]]  # each partition's [from, to) offsets
 
@@ -98,6 +102,25 @@ def span(start: Bound | None, end: Bound | None, first: int, log_end: int,
     return lo, hi
 
 
+@asynccontextmanager
+async def range_reader(settings: Settings, topics: Sequence[Topic | str],
+                       producer: EventProducer, client_id: str, codec: Codec | None = None,
+                       timeout_s: float = 30.0) -> AsyncIterator[EventConsumer]:
+    """A group-less EventConsumer (any event type) started on every partition of `topics`,
+    as EventConsumer.start starts one (bus.partitions_of), with a timeout.
+    `codec`: the producer's, or one that decodes only what the job reads (Codec.projected)."""
+    reader = EventConsumer(settings, topics, None, producer, codec=codec, client_id=client_id,
+                           any_type=True)
+    try:
+        async with asyncio.timeout(timeout_s):
+            await reader.consumer.start()
+        reader.consumer.assign(await partitions_of(reader.consumer, reader.topic_names,
+                                                   timeout_s))
+        yield reader
+    finally:
+        await reader.stop()
+
+
 async def spans(consumer: AIOKafkaConsumer, parts: list[TopicPartition], rng: LogRange,
                 timeout_s: float = 30.0) -> Spans:
     """Each partition's [from, to) for the range, asked of the broker once."""
@@ -140,7 +163,10 @@ async def read_spans(consumer: EventConsumer, ranges: Spans,
     if idle:
         c.pause(*idle)  # nothing to read there: no fetching either
     for tp in active:
-        c.seek(tp, ranges[tp][0])
+        # Not where it stands already: a seek drops the records prefetched since the
+        # assignment, and the next poll can wait its whole timeout for them again.
+        if await asyncio.wait_for(c.position(tp), stall_timeout_s) != ranges[tp][0]:
+            c.seek(tp, ranges[tp][0])
     loop = asyncio.get_running_loop()
     last: dict[TopicPartition, int] = {}
     moved_at = loop.time()

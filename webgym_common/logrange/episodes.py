@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 
+from webgym_common.codec import Codec
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
@@ -27,8 +28,15 @@ from webgym_common.events import (
     Event,
     StepObserved,
 )
-from webgym_common.logrange.bounds import Bound, LogRange, Spans, read_range, records_in
-from webgym_common.stream.bus import EventConsumer, EventProducer, Received
+from webgym_common.logrange.bounds import (
+    Bound,
+    LogRange,
+    Spans,
+    range_reader,
+    read_range,
+    records_in,
+)
+from webgym_common.stream.bus import EventProducer, Received
 from webgym_common.topics import Topic
 
 PARTS = (Topic.EPISODES, Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISODES_SCORED)
@@ -86,9 +94,10 @@ async def read_episodes(settings: Settings, producer: EventProducer, rng: LogRan
                         skip: Container[str] = (), parts: tuple[Topic, ...] = PARTS,
                         on_read: Callable[[str, int, int], None] | None = None,
                         completions_topic: Topic | str = Topic.EPISODES_COMPLETED,
-                        ) -> EpisodeLog:
+                        codec: Codec | None = None) -> EpisodeLog:
     """The selected episodes and their parts. `on_read(phase, records, total)` reports
-    progress ("completions", then "parts"; total counts offsets, an upper bound)."""
+    progress ("completions", then "parts"; total counts offsets, an upper bound). `codec`
+    decodes the parts (default: the producer's, every field)."""
     log = EpisodeLog()
     if rng.start is None:
         # No start bound: the parts are read from their beginnings whatever is selected, so
@@ -99,14 +108,14 @@ async def read_episodes(settings: Settings, producer: EventProducer, rng: LogRan
             _read(settings, producer, [completions_topic], rng, "completions", on_read,
                   lambda r: select(log, r.event, rng, skip), log),
             _read(settings, producer, list(parts), LogRange(), "parts", on_read,
-                  lambda r: collect(every, r.event, every_episode=True), log))
+                  lambda r: collect(every, r.event, every_episode=True), log, codec))
         keep_selected(log, every)
         return log
     await _read(settings, producer, [completions_topic], rng, "completions", on_read,
                 lambda r: select(log, r.event, rng, skip), log)
     if log.completions:
         await _read(settings, producer, list(parts), parts_range(log), "parts", on_read,
-                    lambda r: collect(log, r.event), log)
+                    lambda r: collect(log, r.event), log, codec)
     return log
 
 
@@ -121,7 +130,8 @@ def keep_selected(log: EpisodeLog, every: EpisodeLog) -> None:
 
 async def _read(settings: Settings, producer: EventProducer, topics: list[Topic | str],
                 rng: LogRange, phase: str, on_read: Callable[[str, int, int], None] | None,
-                keep: Callable[[Received], object], log: EpisodeLog) -> None:
+                keep: Callable[[Received], object], log: EpisodeLog,
+                codec: Codec | None = None) -> None:
     total = 0
 
     def sized(ranges: Spans) -> None:
@@ -131,8 +141,7 @@ async def _read(settings: Settings, producer: EventProducer, topics: list[Topic 
             on_read(phase, 0, total)
 
     done = 0
-    async with EventConsumer(settings, topics, None, producer, client_id="replay-reader",
-                             any_type=True) as reader:
+    async with range_reader(settings, topics, producer, "replay-reader", codec) as reader:
         async for batch in read_range(reader, rng, on_spans=sized):
             for received in batch:
                 keep(received)

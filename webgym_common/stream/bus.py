@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
@@ -139,6 +139,29 @@ class _Forget(ConsumerRebalanceListener):
             await self.inner.on_partitions_assigned(assigned)
 
 
+async def partitions_of(consumer: AIOKafkaConsumer, topics: Sequence[str],
+                        timeout_s: float = 5.0) -> list[TopicPartition]:
+    """Every partition of `topics` (a started consumer), their metadata asked for them alone.
+
+    A fresh client tracks no topic, and aiokafka asks a client that tracks none for the
+    metadata of every topic in the cluster: on a broker that tests and benches share, some
+    thousands of partitions decoded in Python, tens of ms a client. Raises LookupError for
+    a topic still unknown after `timeout_s`."""
+    client = consumer._client
+    try:
+        async with asyncio.timeout(timeout_s):
+            await client.set_topics(topics)  # an update for these topics (unless known already)
+            while not all(consumer.partitions_for_topic(t) for t in topics):
+                await asyncio.sleep(0.1)  # just created: its metadata is on the way
+                await client.force_metadata_update()
+    except TimeoutError:
+        missing = [t for t in topics if not consumer.partitions_for_topic(t)]
+        raise LookupError(f"topic(s) {', '.join(missing)} do not exist "
+                          "(run `webgym topics create`)") from None
+    return [TopicPartition(t, p) for t in topics
+            for p in sorted(consumer.partitions_for_topic(t) or ())]
+
+
 class EventConsumer:
     """Consumes typed events from one or more topics in one group.
 
@@ -204,25 +227,12 @@ class EventConsumer:
         """Join the group (or, without a group, read every partition); `from_end` skips history."""
         await self.consumer.start()
         if self.group_id is None:
-            partitions = [
-                TopicPartition(topic, p)
-                for topic in self.topic_names
-                for p in sorted(await self._partitions(topic))
-            ]
+            partitions = await partitions_of(self.consumer, self.topic_names)
             self.consumer.assign(partitions)
             if from_end:
                 await self.consumer.seek_to_end(*partitions)
         else:
             self.consumer.subscribe(self.topic_names, listener=self.listener)
-
-    async def _partitions(self, topic: str) -> set[int]:
-        for _ in range(50):
-            parts = self.consumer.partitions_for_topic(topic)
-            if parts:
-                return parts
-            await self.consumer._client.force_metadata_update()
-            await asyncio.sleep(0.1)
-        raise LookupError(f"topic {topic} does not exist (run `webgym topics create`)")
 
     async def stop(self) -> None:
         await self.consumer.stop()
