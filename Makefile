@@ -39,4 +39,4 @@ lint: install
 	.venv/bin/python -m webgym_common.codegen --check
 
 bench: install
-	.venv/bin/python -m bench.bus_roundtrip
+	.venv/bin/python -m bench

@@ -53,7 +53,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -100,10 +100,12 @@ TREE = "\n".join(
     + ['- main:', '  - paragraph: "Showing 1-24 of 311 products"'])
 # episodes in flight; steps (actions due); wall s (first request -> last completion);
 # steps/s; ideal steps/s (no bus: episodes / (policy latency + browser step)); bus latency
-# p50/p99 ms; all scored s (first request -> last score); lost and duplicated, episodes
-# and steps, counted from the topics.
+# p50/p99 ms, and the same less the policy's own phases (kafka: the trips through Kafka and
+# the policy's queue and bookkeeping); all scored s (first request -> last score); lost and
+# duplicated, episodes and steps, counted from the topics.
 COLUMNS = ["episodes", "steps", "wall s", "steps/s", "ideal steps/s", "bus p50 ms",
-           "bus p99 ms", "all scored s", "lost ep", "lost steps", "dup ep", "dup steps"]
+           "bus p99 ms", "kafka p50 ms", "kafka p99 ms", "all scored s", "lost ep",
+           "lost steps", "dup ep", "dup steps"]
 
 
 # -- pure logic (tests/unit/bench) ----------------------------------------------------------
@@ -275,6 +277,8 @@ class Level:
     wall_s: float = 0.0
     actions: int = 0
     bus_ms: list[float] = field(default_factory=list)
+    # ... less the policy's own measured phases (model, prompt_store, remember): Kafka alone
+    kafka_ms: list[float] = field(default_factory=list)
     # per step: observation publish acked, then the action produced (minus the policy's
     # latency), then the action read here (ms; wall clocks of one machine)
     parts_ms: list[tuple[float, float, float]] = field(default_factory=list)
@@ -315,6 +319,9 @@ async def browser(k: int, settings: Settings, requests: list[EpisodeRequested], 
                     break
                 level.actions += 1
                 level.bus_ms.append((received - sent) * 1000 - delay_ms)
+                level.kafka_ms.append((received - sent) * 1000 - sum(
+                    action.timings_ms.get(p, 0.0) for p in ("model", "prompt_store",
+                                                             "remember")))
                 (level.first_ms if step == 0 else level.later_ms).append(level.bus_ms[-1])
                 produced = action.produced_at.timestamp()
                 level.parts_ms.append(((acked - sent) * 1000,
@@ -461,10 +468,12 @@ async def count_from_topics(settings: Settings, reqs: list[EpisodeRequested],
 def row(level: Level, opts: Options) -> list[str]:
     t, s = level.tally, level.step_count
     assert t is not None and s is not None
-    ideal = level.episodes / ((opts.policy_latency_ms + opts.browser_step_ms) / 1000)
+    per_step_s = (opts.policy_latency_ms + opts.browser_step_ms) / 1000
+    ideal = f"{level.episodes / per_step_s:.0f}" if per_step_s else "-"
     return [str(level.episodes), str(s.steps), f"{level.wall_s:.1f}",
-            f"{level.actions / level.wall_s:.0f}", f"{ideal:.0f}",
+            f"{level.actions / level.wall_s:.0f}", ideal,
             f"{percentile(level.bus_ms, 0.5):.0f}", f"{percentile(level.bus_ms, 0.99):.0f}",
+            f"{percentile(level.kafka_ms, 0.5):.1f}", f"{percentile(level.kafka_ms, 0.99):.0f}",
             "-" if level.scored_s is None else f"{level.scored_s:.1f}",
             str(t.lost), str(s.lost_steps), str(t.duplicated), str(s.duplicated_steps)]
 
@@ -480,6 +489,7 @@ def main(
     policy_workers: int = typer.Option(1, min=1, help="policy processes (max_inflight <= 256 "
                                        "each)"),
     markdown: Path | None = typer.Option(None, help="append the table to this file"),
+    warm_up: bool = typer.Option(True, help="a small level first, not reported"),
 ) -> None:
     if not console.is_terminal:
         console.width = max(console.width, 150)  # one line per row in a log
@@ -494,6 +504,8 @@ def main(
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
+        if warm_up:  # a fresh broker's JVM compiles its hot paths during the first requests
+            asyncio.run(run_level(base, 4, replace(opts, steps=3), progress))
         for n in levels:
             results.append(asyncio.run(run_level(base, n, opts, progress)))
     title = (f"bus scale: synthetic browsers, teacher policy at {policy_latency_ms:.0f} ms, "

@@ -21,16 +21,17 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import httpx
 import typer
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 from rich.console import Console
-from rich.table import Table
 
 from bench.machine import describe_machine
 from bench.policy_throughput import MARKS, TASK, pct
-from bench.report import append_markdown, markdown_table
+from bench.report import append_markdown, console_table, markdown_table
 from bench.vllm_cpu_fit import wait_healthy
 from infra import vllm_server
 from infra.procs import ManagedProcess, free_port
@@ -91,7 +92,8 @@ async def load(client: AsyncOpenAI, settings: Settings, inflight: int, seconds: 
             for step in range(steps):
                 started = time.perf_counter()
                 reply = await client.chat.completions.create(
-                    model=settings.policy.model, messages=step_messages(episode, step),
+                    model=settings.policy.model,
+                    messages=cast(list[ChatCompletionMessageParam], step_messages(episode, step)),
                     max_tokens=settings.policy.max_tokens, temperature=0.0,
                     extra_body={"structured_outputs": {"regex": regex}})
                 latencies.append((time.perf_counter() - started) * 1000)
@@ -155,12 +157,8 @@ def main(seconds: float = typer.Option(20.0, help="Seconds of load per level."),
                          f"{r.prompt_tokens:.0f}",
                          "n/a" if r.cache_hit_share is None else f"{r.cache_hit_share:.0%}",
                          f"{ratio:.2f}" if caching else "1.00"])
-    table = Table(title="decision latency, SmolLM2-135M on the local CPU vLLM")
-    for col in columns:
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    console.print(console_table("decision latency, SmolLM2-135M on the local CPU vLLM",
+                                columns, rows))
     if markdown is not None:
         append_markdown(markdown, markdown_table(
             "Decision latency on the local vLLM, prefix caching off and on",

@@ -45,6 +45,7 @@ from processors.reprocess.refilter import Filters, refilter
 from processors.reprocess.rescore import rescore, score_episode
 from producers.drive_reference import episode_request
 from webgym_common.agent.actions import format_action, parse_action
+from webgym_common.codec import Codec
 from webgym_common.config import Settings, get_settings
 from webgym_common.events import (
     ActionChosen,
@@ -66,7 +67,8 @@ from webgym_common.stream.kafka_clients import make_consumer
 from webgym_common.topics import Topic, topic_name
 
 console = Console()
-COLUMNS = ["replay", "records", "seconds", "episodes/s", "steps/s", "vs raw consume"]
+COLUMNS = ["replay", "records", "seconds", "episodes/s", "steps/s", "vs raw fetch",
+           "vs fetch + decode"]
 RULES = Provenance("rules", "rules-v1", None, None, "bench")
 
 
@@ -147,8 +149,11 @@ async def publish_history(settings: Settings, episodes: int, steps: int, tree_by
             await asyncio.gather(*sent)
 
 
-async def raw_consume(settings: Settings, topics: list[Topic]) -> tuple[int, float]:
-    """Every record of the topics from their beginnings to their ends, fetched, not decoded."""
+async def raw_consume(settings: Settings, topics: list[Topic],
+                      decode: bool = False) -> tuple[int, float]:
+    """Every record of the topics from their beginnings to their ends, fetched, not decoded
+    (`decode`: and each decoded whole, as a plain replay reader would)."""
+    codec = Codec()
     started = time.perf_counter()  # a replay starts its clients too: so does the floor
     consumer = make_consumer(settings, [], None, "bench-raw")
     await consumer.start()
@@ -166,6 +171,10 @@ async def raw_consume(settings: Settings, topics: list[Topic]) -> tuple[int, flo
         while any([await consumer.position(tp) < hi for tp, (_, hi) in ranges.items()]):
             batch = await consumer.getmany(timeout_ms=200)
             records += sum(len(rs) for rs in batch.values())
+            if decode:
+                for rs in batch.values():
+                    for r in rs:
+                        codec.decode(r.value)
         return records, time.perf_counter() - started
     finally:
         await consumer.stop()
@@ -204,12 +213,16 @@ def main(episodes: int = 300, steps: int = 8, tree_bytes: int = 6000, repeat: in
         prefix = settings.kafka.topic_prefix
         for i in range(repeat):
             note("raw consume (rescore's topics)", *await raw_consume(settings, rescore_topics))
+            note("raw consume + decode (rescore's topics)",
+                 *await raw_consume(settings, rescore_topics, decode=True))
             res = await rescore(settings, f"{prefix}.rescored.bench{i}", LogRange(), None,
                                 RULES)
             assert res.written == episodes, res
             note("rescore, rules judge", res.records, res.seconds)
             note("raw consume (scored topic)",
                  *await raw_consume(settings, [Topic.EPISODES_SCORED]))
+            note("raw consume + decode (scored topic)",
+                 *await raw_consume(settings, [Topic.EPISODES_SCORED], decode=True))
             ref = await refilter(settings, Topic.EPISODES_SCORED, f"{prefix}.replay.bench{i}",
                                  LogRange(), Filters())
             assert ref.episodes == episodes, ref
@@ -224,12 +237,17 @@ def main(episodes: int = 300, steps: int = 8, tree_bytes: int = 6000, repeat: in
     title = (f"replay rate: {episodes} episodes x {steps + 1} steps, {tree_bytes:,} B "
              f"accessibility trees, {marks} marks, {prompts_are}, median of {repeat}")
     rows: list[list[str]] = []
-    raw_s = 0.0
+    raw_s = decoded_s = 0.0
     for name, secs_list in times.items():
         secs = statistics.median(secs_list)
-        raw_s = secs if name.startswith("raw") else raw_s
+        if name.startswith("raw consume ("):
+            raw_s = secs
+        elif name.startswith("raw consume + decode"):
+            decoded_s = secs
         rows.append([name, f"{records[name]:,}", f"{secs:.3f}", f"{episodes / secs:,.1f}",
-                     f"{total_steps / secs:,.0f}", f"{raw_s / secs:.2f}"])
+                     f"{total_steps / secs:,.0f}", f"{raw_s / secs:.2f}",
+                     f"{decoded_s / secs:.2f}" if not name.startswith("raw consume (")
+                     else ""])
     table = Table(title=title)
     for col in COLUMNS:
         table.add_column(col, justify="right")

@@ -15,6 +15,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rich.table import Table
+
 from bench.machine import describe_machine
 
 
@@ -56,3 +58,13 @@ def append_markdown(path: str | Path, text: str) -> None:
     sep = "" if not before else ("\n" if before.endswith("\n") else "\n\n")
     with path.open("a") as f:
         f.write(sep + text)
+
+
+def console_table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
+    """The same rows as a rich table for the console, numbers right-aligned."""
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table

@@ -1,10 +1,11 @@
 """Rollout benchmark: one iteration of sandbox tasks through the pipeline, against its limit
 and against a naive loop, with where each step's time went.
 
-  .venv/bin/python -m bench.rollout_iteration [--tasks 64] [--contexts 8,16] \
+  .venv/bin/python -m bench.rollout_iteration [--tasks 96] [--contexts 8,16] \
       [--latency 0,0.5] [--window-s 30] [--markdown docs/benchmarks.md]
 
-The pipeline: controller, one browser worker (C contexts), the teacher-forcing policy with a
+The tasks: a fixed uniform sample of the sandbox's generated train tasks. The pipeline:
+controller, one browser worker (C contexts), the teacher-forcing policy with a
 fixed time per decision (the `--latency` a model server would take), evaluator, history and
 metrics, on the embedded stack. A step is one decision (the ANSWER included); its time is
 counted from the iteration's start (sampling) to its close (every episode scored).
@@ -35,11 +36,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from bench.direct import open_observed_page
 from bench.machine import cpu_seconds, cpu_used_since, describe_machine
-from bench.report import append_markdown, markdown_table
+from bench.report import append_markdown, console_table, markdown_table
 from infra import pipeline, stack
 from producers.browser.browser_pool import BrowserPool
 from producers.browser.execute import ActionFailed, execute
@@ -56,7 +56,9 @@ from webgym_common.timings import STEP_PHASES, mean_breakdown, step_breakdown
 from webgym_common.topics import Topic
 
 console = Console(width=160)
-TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")  # the 69 hand-written tasks
+# The rollout's sample: the 410 generated train tasks (4.6 reference steps on average).
+ROLLOUT_TASKS = Path("infra/sandbox/tasks/generated_tasks.jsonl")
 PHASES = (*STEP_PHASES, "queue")
 CPU_KINDS = ("chromium", "browser worker", "kafka", "minio", "policy", "evaluator",
              "other workers", "other")
@@ -145,7 +147,7 @@ async def play_task(pool: BrowserPool, settings: Settings, task: Task, delay_s: 
             session.marks = {m.index: m for m in obs.marks}
             with contextlib.suppress(ActionFailed):  # reported, as the worker would
                 await execute(session, action, cfg)
-            obs = await observe(session.page, session.cdp, cfg)
+            obs = await observe(*session.attached, cfg)
             done.append(time.perf_counter())
     finally:
         with contextlib.suppress(Exception):
@@ -193,13 +195,13 @@ def limit_of(ceiling: float, contexts: int, naive_rate: float) -> float:
     return min(ceiling, contexts * naive_rate)
 
 
-def main(tasks: int = 64, contexts: str = "8,16", latency: str = "0,0.5",
+def main(tasks: int = 96, contexts: str = "8,16", latency: str = "0,0.5",
          window_s: float = 30.0, markdown: Path | None = None) -> None:
     console.print(describe_machine())
     settings = get_settings()
     asyncio.run(stack.up(settings))
     levels = [int(c) for c in contexts.split(",")]
-    task_file = without_hostile(TASKS_FILE)
+    task_file = without_hostile(ROLLOUT_TASKS)
     delays = [float(d) for d in latency.split(",")]
     columns = ["latency", "contexts", "pipeline steps/s", "limit", "of limit", "naive steps/s",
                "x naive", "success", "wall s", "steps"]
@@ -227,24 +229,12 @@ def main(tasks: int = 64, contexts: str = "8,16", latency: str = "0,0.5",
                                *(f"{run.phases.get(p, 0.0):.1f}" for p in PHASES)])
             cpu_rows.append([f"{delay:.1f} s", str(c), *(
                 f"{1000 * run.cpu_s.get(k, 0.0) / run.decisions:.0f}" for k in CPU_KINDS)])
-    table = Table(title=f"one rollout iteration of {tasks} sandbox tasks (teacher forcing)")
-    for col in columns:
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-    phase_table = Table(title="where a step's time went (mean ms)")
-    for col in ["latency", "contexts", *PHASES]:
-        phase_table.add_column(col, justify="right")
-    for row in phase_rows:
-        phase_table.add_row(*row)
-    console.print(phase_table)
-    cpu_table = Table(title="CPU ms per step, by process (all cores)")
-    for col in ["latency", "contexts", *CPU_KINDS]:
-        cpu_table.add_column(col, justify="right")
-    for row in cpu_rows:
-        cpu_table.add_row(*row)
-    console.print(cpu_table)
+    console.print(console_table(
+        f"one rollout iteration of {tasks} sandbox tasks (teacher forcing)", columns, rows))
+    console.print(console_table("where a step's time went (mean ms)",
+                                ["latency", "contexts", *PHASES], phase_rows))
+    console.print(console_table("CPU ms per step, by process (all cores)",
+                                ["latency", "contexts", *CPU_KINDS], cpu_rows))
     if markdown is not None:
         command = (f"python -m bench.rollout_iteration --tasks {tasks} --contexts {contexts} "
                    f"--latency {latency} --window-s {window_s:g}")

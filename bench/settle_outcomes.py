@@ -18,10 +18,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from bench.machine import describe_machine
-from bench.report import append_markdown, markdown_table
+from bench.report import append_markdown, console_table, markdown_table
 from bench.rollout_iteration import TASKS_FILE, PipelineRun, via_pipeline
 from infra import stack
 from infra.sandbox.tasks.miniwob_tasks import OUTPUT as MINIWOB_TASKS
@@ -59,12 +58,8 @@ def main(tasks: int = 48, contexts: int = 8, markdown: Path | None = None) -> No
                          f"{run.phases.get('settle', 0.0):.0f}", f"{step_ms:.0f}",
                          f"{run.rate:.2f}",
                          "-" if mode is SettleMode.FIXED else (", ".join(changed) or "none")])
-    table = Table(title=f"settle: fixed 0.3 s vs page-driven, {tasks} train tasks per suite")
-    for col in columns:
-        table.add_column(col, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    console.print(console_table(
+        f"settle: fixed 0.3 s vs page-driven, {tasks} train tasks per suite", columns, rows))
     if markdown is not None:
         append_markdown(markdown, markdown_table(
             "Settle: fixed 0.3 s vs page-driven, same tasks",

@@ -21,9 +21,10 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
+from consumers.monitor.episode_view import Query, find, mark_boxes, verdicts
 from consumers.monitor.hub import Monitor, Subscriber, scored_topic
 from consumers.monitor.plots import learning_curve_png, losses_png, metrics_png
-from consumers.monitor.state import EpisodeState, Query, find, mark_boxes, verdicts
+from consumers.monitor.state import EpisodeState
 from webgym_common.choices import ScreenshotFormat
 from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
 

@@ -67,11 +67,12 @@ async def pg_producer(pg_settings: Settings) -> AsyncIterator[EventProducer]:
 
 @contextlib.asynccontextmanager
 async def playground(
-    settings: Settings, producer: EventProducer, mode: Mode
+    settings: Settings, producer: EventProducer, mode: Mode, page: str = "",
+    max_steps: int = 30,
 ) -> AsyncIterator[HandFedEpisode]:
-    """An episode on /playground/; ended with an ANSWER if the test did not get that far."""
-    ep = HandFedEpisode(settings, producer, f"{settings.sandbox_url}/playground/", mode=mode,
-                        max_steps=30)
+    """An episode on /playground/<page>; ended with an ANSWER if the test did not get that far."""
+    ep = HandFedEpisode(settings, producer, f"{settings.sandbox_url}/playground/{page}",
+                        mode=mode, max_steps=max_steps)
     try:
         yield ep
     finally:
@@ -304,9 +305,7 @@ async def test_goback_after_an_in_page_link(
 async def test_a_covered_element_fails_naming_its_cover_and_works_once_it_is_gone(
     pg_settings: Settings, pg_producer: EventProducer, worker: None
 ) -> None:
-    ep = HandFedEpisode(pg_settings, pg_producer, f"{pg_settings.sandbox_url}/playground/covered",
-                        mode="set_of_marks", max_steps=10)
-    try:
+    async with playground(pg_settings, pg_producer, "set_of_marks", "covered", 10) as ep:
         obs = await ep.start()
         assert shows(obs, "Covered button idle")
         # Playwright would retry for the whole action timeout; the worker reports the cover
@@ -321,20 +320,13 @@ async def test_a_covered_element_fails_naming_its_cover_and_works_once_it_is_gon
         ok(obs, "clicked")
         assert shows(obs, "Covered button clicked")
         await finish(ep, "clicked it")
-    finally:
-        if ep.observations and not ep.completions:
-            with contextlib.suppress(Exception):
-                await ep.send_only("ANSWER [the test stopped early]")
-        await ep.close()
 
 
 async def test_the_page_driven_settle_waits_for_requests_and_changes_but_not_forever(
     pg_settings: Settings, pg_producer: EventProducer, worker: None
 ) -> None:
-    ep = HandFedEpisode(pg_settings, pg_producer, f"{pg_settings.sandbox_url}/playground/settle",
-                        mode="set_of_marks", max_steps=10)
     cap_ms = pg_settings.browser.settle_max_s * 1000
-    try:
+    async with playground(pg_settings, pg_producer, "set_of_marks", "settle", 10) as ep:
         obs = await ep.start()
         assert shows(obs, "Late status idle")
         # A fixed wait shorter than the request (400 ms) would observe "waiting".
@@ -355,8 +347,3 @@ async def test_the_page_driven_settle_waits_for_requests_and_changes_but_not_for
             assert obs.timings_ms.get(phase, -1) >= 0, (phase, obs.timings_ms)
         assert "action_wait" not in ep.observations[0].timings_ms  # no action came before it
         await finish(ep, "settled")
-    finally:
-        if ep.observations and not ep.completions:
-            with contextlib.suppress(Exception):
-                await ep.send_only("ANSWER [the test stopped early]")
-        await ep.close()

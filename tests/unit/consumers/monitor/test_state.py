@@ -5,18 +5,9 @@ from __future__ import annotations
 
 from aiokafka import TopicPartition
 
+from consumers.monitor.episode_view import Query, Verdict, find, mark_boxes, verdicts
 from consumers.monitor.feed import lag_by_topic
-from consumers.monitor.state import (
-    EpisodeState,
-    Query,
-    Verdict,
-    View,
-    episode_state,
-    find,
-    mark_boxes,
-    progress,
-    verdicts,
-)
+from consumers.monitor.state import EpisodeState, View, episode_state, progress
 from consumers.monitor.tensorboard import scalars
 from tests.factories import sample_event
 from tests.unit.scored import scored
