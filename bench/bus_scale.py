@@ -46,13 +46,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
-import os
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -64,9 +62,19 @@ from rich.table import Table
 
 from bench.machine import describe_machine
 from bench.report import append_markdown, markdown_table
+from bench.scale_counts import (
+    StepCount,
+    breakdown,
+    count_steps,
+    cpu_seconds,
+    delivery_notes,
+    episode_outcomes,
+    percentile,
+)
+from bench.synthetic import MARKS, Router, observation, synthetic_task
 from infra import stack
 from tests.chaos.harness import read_events
-from tests.chaos.outcomes import Completion, Observed, Tally, tally
+from tests.chaos.outcomes import Tally
 from tests.support.launch import PipelineProcess
 from webgym_common.choices import PolicyKind
 from webgym_common.config import Settings, get_settings
@@ -75,11 +83,7 @@ from webgym_common.events import (
     EpisodeCompleted,
     EpisodeRequested,
     EpisodeScored,
-    Mark,
-    ReferenceAction,
-    StepObserved,
     Task,
-    Viewport,
     utc_now,
 )
 from webgym_common.stream.admin import create_topics
@@ -88,16 +92,6 @@ from webgym_common.topics import Topic
 
 console = Console()
 READY_S = 120.0
-NAMES = ["Search products", "Phones", "Laptops", "Cameras", "Monitors", "Audio", "Cart",
-         "Cobalt Pulse 311", "Acme Lumen 964", "Cobalt Atlas 320", "Price: low to high",
-         "Brand", "Next page", "Sign in", "Help", "Deals", "Contact", "About", "Careers", "Blog"]
-MARKS = [Mark(index=i + 1, ref=f"e{i + 1}", role="searchbox" if i == 0 else "link", name=n,
-              x=10, y=20 * i, width=100, height=18) for i, n in enumerate(NAMES)]
-TREE = "\n".join(
-    ['- banner:', '  - heading "Gadget Depot" [level=1]']
-    + [f'  - {m.role} "{m.name}" [ref={m.ref}] [box={m.x:.0f},{m.y:.0f},{m.width:.0f},'
-       f'{m.height:.0f}]' for m in MARKS]
-    + ['- main:', '  - paragraph: "Showing 1-24 of 311 products"'])
 # episodes in flight; steps (actions due); wall s (first request -> last completion);
 # steps/s; ideal steps/s (no bus: episodes / (policy latency + browser step)); bus latency
 # p50/p99 ms, and the same less the policy's own phases (kafka: the trips through Kafka and
@@ -108,166 +102,6 @@ COLUMNS = ["episodes", "steps", "wall s", "steps/s", "ideal steps/s", "bus p50 m
            "lost steps", "dup ep", "dup steps"]
 
 
-# -- pure logic (tests/unit/bench) ----------------------------------------------------------
-
-
-def percentile(values: Iterable[float], q: float) -> float:
-    """The nearest-rank q-quantile (0 < q <= 1): the smallest value with at least q of the
-    values at or below it. NaN for no values."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = max(1, math.ceil(q * len(ordered)))  # at least the first
-    return ordered[min(len(ordered), rank) - 1]
-
-
-@dataclass
-class StepCount:
-    """Per step of the measured episodes, what webgym.actions holds."""
-
-    lost: dict[str, list[int]] = field(default_factory=dict)  # episode -> steps with no action
-    duplicated: dict[str, list[int]] = field(default_factory=dict)  # -> with 2+ actions
-    steps: int = 0  # steps expected
-
-    @property
-    def lost_steps(self) -> int:
-        return sum(map(len, self.lost.values()))
-
-    @property
-    def duplicated_steps(self) -> int:
-        return sum(map(len, self.duplicated.values()))
-
-
-def count_steps(actions: Iterable[tuple[str, int, str]], expected: Mapping[str, int]
-                ) -> StepCount:
-    """Which expected steps have no action, or more than one distinct ActionChosen.
-
-    `actions`: (episode id, step, event id) of every ActionChosen on the topic (a record
-    read twice is one action: the event id is the same); `expected`: episode -> the
-    number of steps that must have an action (steps 0..n-1). Actions of other episodes
-    or steps are ignored."""
-    seen: dict[tuple[str, int], set[str]] = {}
-    for eid, step, event_id in actions:
-        if 0 <= step < expected.get(eid, 0):
-            seen.setdefault((eid, step), set()).add(event_id)
-    out = StepCount(steps=sum(expected.values()))
-    for eid, n in expected.items():
-        for step in range(n):
-            ids = seen.get((eid, step), set())
-            if not ids:
-                out.lost.setdefault(eid, []).append(step)
-            elif len(ids) > 1:
-                out.duplicated.setdefault(eid, []).append(step)
-    return out
-
-
-def episode_outcomes(requested: Mapping[str, str], completed: Iterable[EpisodeCompleted],
-                     scored: Iterable[EpisodeScored]) -> Tally:
-    """The chaos tally (lost: never completed or scored; duplicated: either twice) over the
-    `requested` episodes (id -> task id); events of other episodes are left out."""
-    obs = Observed(episode_task=dict(requested))
-    for done in completed:
-        if done.episode_id in requested:
-            obs.completed.setdefault(done.episode_id, []).append(
-                Completion(done.termination, done.reason))
-    for s in scored:
-        if s.episode_id in requested:
-            obs.scored[s.episode_id] = obs.scored.get(s.episode_id, 0) + 1
-            obs.scored_task[s.episode_id] = s.task_id
-    return tally("bus scale", obs)
-
-
-def delivery_notes(t: Tally, steps: StepCount, limit: int = 3) -> list[str]:
-    """What went missing or came twice (the tally's notes on that, then the steps')."""
-    out = [n for n in t.notes if "never" in n or "twice" in n]
-    for label, found in (("steps without an action", steps.lost),
-                         ("steps with more than one action", steps.duplicated)):
-        if found:
-            shown = ", ".join(f"{e} {s}" for e, s in sorted(found.items())[:limit])
-            out.append(f"{sum(map(len, found.values()))} {label}: {shown}")
-    return out
-
-
-def cpu_seconds(pid: int | None = None) -> float:
-    """User + system CPU time of a process (this one by default), from /proc; 0 if gone."""
-    if pid is None:
-        t = os.times()
-        return t.user + t.system
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def breakdown(parts: list[tuple[float, float, float]]) -> str:
-    """Where a step's bus time goes, p50 / p99 of each part (ms)."""
-    names = ("observation published (acked)", "-> action made (policy, less its latency)",
-             "-> action read (incl. the policy's table write and publish)")
-    cells = [f"{n} {percentile((p[i] for p in parts), 0.5):.0f} / "
-             f"{percentile((p[i] for p in parts), 0.99):.0f}" for i, n in enumerate(names)]
-    return "p50 / p99 ms: " + ", ".join(cells)
-
-
-# -- the synthetic world ----------------------------------------------------------------
-
-
-def synthetic_task(n: int, steps: int) -> Task:
-    """A shop task whose reference clicks `steps` links named on every page seen."""
-    links = [m for m in MARKS if m.role == "link"]
-    refs = [ReferenceAction(action="Click", role="link", name=links[(n + k) % len(links)].name)
-            for k in range(steps)]
-    return Task(task_id=f"bus-scale-{n}", task_name=f"Find product {n} on Gadget Depot",
-                domain="bench", website="http://127.0.0.1/shop/", difficulty=1,
-                definite_answer=f"{n}", reference_actions=refs, max_steps=steps)
-
-
-def observation(req: EpisodeRequested, step: int, worker: str, terminal: bool = False
-                ) -> StepObserved:
-    return StepObserved(
-        episode_id=req.episode_id, task_id=req.task.task_id, step=step,
-        url=f"http://127.0.0.1/shop/?page={step}", title="Gadget Depot",
-        viewport=Viewport(width=1280, height=720), accessibility_tree=TREE, marks=MARKS,
-        timings_ms={"action": 20.0, "settle": 20.0, "tree": 5.0, "total": 50.0},
-        action_effect=None if step == 0 else "the page changed", terminal=terminal,
-        worker_id=worker)
-
-
-class Router:
-    """One reader of webgym.actions and webgym.episodes.scored for every episode: the first
-    action of each (episode, step) resolves its waiter, with the moment it was read."""
-
-    def __init__(self, consumer: EventConsumer) -> None:
-        self.consumer = consumer
-        self.waiting: dict[tuple[str, int], asyncio.Future[tuple[ActionChosen, float]]] = {}
-        self.arrived: dict[tuple[str, int], tuple[ActionChosen, float]] = {}
-        self.scored: dict[str, float] = {}
-        self.scored_changed = asyncio.Event()
-
-    def expect(self, eid: str, step: int) -> asyncio.Future[tuple[ActionChosen, float]]:
-        fut = asyncio.get_running_loop().create_future()
-        if (got := self.arrived.pop((eid, step), None)) is not None:
-            fut.set_result(got)
-        else:
-            self.waiting[(eid, step)] = fut
-        return fut
-
-    async def run(self) -> None:
-        while True:
-            batch = await self.consumer.poll(timeout_ms=20)
-            now = time.time()  # wall clock: compared with produced_at
-            for r in batch:
-                ev = r.event
-                if isinstance(ev, ActionChosen):
-                    key = (ev.episode_id, ev.step)
-                    fut = self.waiting.pop(key, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result((ev, now))
-                    elif fut is None and key not in self.arrived:  # before it was awaited
-                        self.arrived[key] = (ev, now)
-                elif isinstance(ev, EpisodeScored):
-                    self.scored.setdefault(ev.episode_id, now)
-                    self.scored_changed.set()
 
 
 @dataclass

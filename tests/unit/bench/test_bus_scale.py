@@ -1,5 +1,6 @@
-"""The bus scale bench's pure parts: percentiles, counting outcomes from the topics' events,
-and a synthetic world the teacher policy can act in."""
+"""The bus scale bench's pure parts (bench.bus_scale, bench.scale_counts, bench.synthetic):
+percentiles, counting outcomes from the topics' events, and a synthetic world the teacher
+policy can act in."""
 
 from __future__ import annotations
 
@@ -8,16 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bench.bus_scale import (
-    MARKS,
-    count_steps,
-    delivery_notes,
-    episode_outcomes,
-    observation,
-    percentile,
-    requests_for,
-    synthetic_task,
-)
+from bench.bus_scale import requests_for
+from bench.scale_counts import count_steps, delivery_notes, episode_outcomes, percentile
+from bench.synthetic import MARKS, observation, synthetic_task
 from webgym_common.agent.teacher import resolve_reference_action
 from webgym_common.events import EpisodeCompleted, EpisodeScored
 
