@@ -88,7 +88,10 @@ async def test_the_monitor_follows_a_rollout_live_and_shows_its_episodes(
     started = time.monotonic()
     s = fast(settings, tmp_path)
     start_worker(4)
-    start_policy("teacher")
+    # Half a second a decision, as a model takes: with an instant teacher and the
+    # page-driven settle an episode can be over before the page has shown it running.
+    start_policy("teacher", settings.model_copy(update={
+        "policy": settings.policy.model_copy(update={"teacher_delay_s": 0.5})}))
     procs = [PipelineProcess(s, ["worker", name], tmp_path / f"{name}.log")
              for name in ("evaluator", "history", "metrics")]
     monitor = PipelineProcess(s, ["monitor"], tmp_path / "monitor.log")
