@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from webgym_common.codec import Codec
 from webgym_common.config import Settings
-from webgym_common.stream.bus import EventConsumer, EventProducer, Received, partitions_of
+from webgym_common.stream.bus import EventConsumer, EventProducer, Received
 from webgym_common.topics import Topic
 
 Spans = dict[TopicPartition, tuple[int, int]]  # each partition's [from, to) offsets
@@ -107,15 +107,13 @@ async def range_reader(settings: Settings, topics: Sequence[Topic | str],
                        producer: EventProducer, client_id: str, codec: Codec | None = None,
                        timeout_s: float = 30.0) -> AsyncIterator[EventConsumer]:
     """A group-less EventConsumer (any event type) started on every partition of `topics`,
-    as EventConsumer.start starts one (bus.partitions_of), with a timeout.
-    `codec`: the producer's, or one that decodes only what the job reads (Codec.projected)."""
+    within `timeout_s`. `codec`: the producer's, or one that decodes only what the job reads
+    (Codec.projected)."""
     reader = EventConsumer(settings, topics, None, producer, codec=codec, client_id=client_id,
                            any_type=True)
     try:
         async with asyncio.timeout(timeout_s):
-            await reader.consumer.start()
-        reader.consumer.assign(await partitions_of(reader.consumer, reader.topic_names,
-                                                   timeout_s))
+            await reader.start(topics_timeout_s=timeout_s)
         yield reader
     finally:
         await reader.stop()

@@ -223,11 +223,12 @@ class EventConsumer:
         if self.tracks_offsets:
             await self._commit_safe(tp)  # past it, if nothing before it is pending
 
-    async def start(self, from_end: bool = False) -> None:
-        """Join the group (or, without a group, read every partition); `from_end` skips history."""
+    async def start(self, from_end: bool = False, topics_timeout_s: float = 5.0) -> None:
+        """Join the group (or, without a group, read every partition); `from_end` skips history.
+        A group-less reader gives its topics `topics_timeout_s` to be known (LookupError)."""
         await self.consumer.start()
         if self.group_id is None:
-            partitions = await partitions_of(self.consumer, self.topic_names)
+            partitions = await partitions_of(self.consumer, self.topic_names, topics_timeout_s)
             self.consumer.assign(partitions)
             if from_end:
                 await self.consumer.seek_to_end(*partitions)
