@@ -64,7 +64,7 @@ async def on_request(p: Policy, event: faust.EventT, req: EpisodeRequested) -> N
 async def on_completed(p: Policy, event: faust.EventT, done: EpisodeCompleted) -> None:
     partition = event.message.partition
     if await p.contexts.end(done.episode_id, partition, now_ms()):
-        await p.watch.read(event.message.tp, event.message.offset)  # wakes waiting actors
+        await p.watch.wake()
     p.contexts.purge(partition, now_ms())
 
 
@@ -117,10 +117,14 @@ def build_app(settings: Settings) -> faust.App:
                Actions(app, settings), cfg.retry_max_backoff_s)
     episodes, completed, observations = (faust_topic(app, k, t) for t in SOURCES)
 
-    @app.agent(episodes)
+    # Requests are written down several at once: a burst of new episodes (a rollout's
+    # start) would otherwise queue behind one durable table write each.
+    @app.agent(episodes, concurrency=cfg.max_inflight)
     async def remember_tasks(stream: faust.StreamT) -> None:
         await reliable.each(stream, EpisodeRequested, lambda e, v: on_request(p, e, v),
-                            after=lambda e: watch.read(e.message.tp, e.message.offset))
+                            key=lambda req: req.episode_id,
+                            after=lambda e: watch.read(
+                                e.message.tp, reliable.acks.done_below(e.message.tp)))
 
     @app.agent(completed)
     async def forget_finished(stream: faust.StreamT) -> None:

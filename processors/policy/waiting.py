@@ -4,7 +4,8 @@ An observation whose EpisodeRequested is not in the table waits while the reques
 can still arrive (decisions.request_may_come): the episodes partition of the same
 number is read by another agent, with no order between the two. `RequestWatch`
 keeps, per episodes partition, the offset below which every request is in the
-table (from the committed offset at assignment, then each request handled), and
+table (from the committed offset at assignment, then the requests handled: several
+readers write requests down at once, so only the run of done offsets counts), and
 wakes the waiting actors whenever the readers wrote something.
 """
 
@@ -43,10 +44,18 @@ class RequestWatch:
         for tp in partitions:
             self.read_up_to.pop(tp, None)
 
-    async def read(self, tp: Any, offset: int) -> None:
-        """A reader handled the record at `offset` of `tp`: wake the waiting actors."""
+    async def read(self, tp: Any, below: int) -> None:
+        """Every record of `tp` below offset `below` is handled: wake the waiting actors.
+
+        With several readers at once a record can be done before an earlier one, so
+        `below` is the first still in flight (InOrderAcks.done_below), not the last done.
+        """
         if tp.topic == self.episodes_topic:
-            self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), offset + 1)
+            self.read_up_to[tp] = max(self.read_up_to.get(tp, 0), below)
+        await self.wake()
+
+    async def wake(self) -> None:
+        """Something was written down: the waiting actors look again."""
         async with self.arrivals:
             self.arrivals.notify_all()
 

@@ -233,6 +233,7 @@ class InOrderAcks:
     def __init__(self) -> None:
         self.offsets = OffsetHolds()
         self.lines: dict[Any, deque[Ticket]] = defaultdict(deque)
+        self.acked_below: dict[Any, int] = {}  # partition -> one past its last event let go
         self._turns: asyncio.Condition | None = None
 
     @property
@@ -265,8 +266,17 @@ class InOrderAcks:
         held = self.offsets.holds.get(tp, {})
         while line and line[0] not in held:  # the line's head is done: its turn to be acked
             first = line.popleft()
+            self.acked_below[tp] = max(self.acked_below.get(tp, 0), first.event.message.offset + 1)
             if first.ack:
                 first.event.ack()
+
+    def done_below(self, tp: Any) -> int:
+        """The offset of `tp` below which every event that arrived is done (0: none yet).
+
+        Events arrive in offset order, so this is the first one still in flight, or one
+        past the last one done when none is."""
+        line = self.lines.get(tp)
+        return line[0].event.message.offset if line else self.acked_below.get(tp, 0)
 
     async def wake(self) -> None:
         """Tell `turn` waiters that a line moved (after `done`)."""
@@ -287,6 +297,7 @@ class InOrderAcks:
         tps = set(partitions)
         for tp in tps:
             self.lines.pop(tp, None)
+            self.acked_below.pop(tp, None)
         self.offsets.forget(tps)
 
 

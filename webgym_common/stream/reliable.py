@@ -136,7 +136,7 @@ class ReliableApp:
         the topic's other event types are acked untouched. `key(value)`: handlers of the
         same key run one at a time in this process (a record handed out twice waits for
         the first handling, then sees what it wrote down). `after(event)`: called for every
-        record read, poison included, once it is handled.
+        record read, poison included, once it is done (`self.acks.done_below` counts it).
         """
         async for event in cast(Any, stream).noack().events():  # acked below, in order
             if await self.first_reads.check(event):
@@ -155,9 +155,9 @@ class ReliableApp:
                 log.exception("cannot handle %s", event.message)
                 await self.dead_letters(event.message,
                                         f"{self.app.conf.id} error: {type(err).__name__}: {err}")
+            self.acks.done(ticket)
             if after is not None:
                 await after(event)
-            self.acks.done(ticket)
 
     async def fresh(self, stream: faust.StreamT) -> AsyncIterator[faust.EventT]:
         """The stream's events, less those that come again after their partition's start."""

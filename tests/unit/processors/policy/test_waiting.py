@@ -12,6 +12,7 @@ from processors.policy.decisions import Ended, Entry, Live, Verdict
 from processors.policy.waiting import RequestWatch
 from webgym_common.agent.prompts import EpisodeContext
 from webgym_common.events import StepObserved, Viewport
+from webgym_common.stream.faust_app import InOrderAcks
 
 
 class TP(NamedTuple):
@@ -23,6 +24,15 @@ class TP(NamedTuple):
 class Message:
     tp: TP
     timestamp: float  # seconds, as faust's
+    offset: int = 0
+
+
+@dataclass
+class RequestEvent:
+    message: Message
+
+    def ack(self) -> None:  # as faust's Event.ack
+        pass
 
 
 OBS = StepObserved(episode_id="ep", task_id="t", step=0, url="http://x/",
@@ -44,7 +54,7 @@ async def test_an_hour_old_observation_waits_for_its_request_then_is_decided() -
     await asyncio.sleep(0.05)
     assert not waiting.done()  # not skipped by age: the request may be among 3..9
     table["ep"] = Live(EpisodeContext(episode_id="ep", task_id="t", task_name="x"))
-    await w.read(EPISODES, 7)
+    await w.read(EPISODES, 8)
     verdict, _, entry = await asyncio.wait_for(waiting, 2)
     assert verdict is Verdict.DECIDE and entry is table["ep"]
 
@@ -54,7 +64,7 @@ async def test_an_observation_whose_request_cannot_come_any_more_is_an_orphan() 
     w.starting_at({EPISODES: 3})
     old = Message(TP("t.observations", 2), time.time() - 3600)
     waiting = asyncio.create_task(w.triaged(old, OBS, table.get, lambda tp: True))
-    await w.read(EPISODES, 9)  # read to the end it had: the request is not there
+    await w.read(EPISODES, 10)  # read to the end it had: the request is not there
     verdict, _, _ = await asyncio.wait_for(waiting, 3)
     assert verdict is Verdict.ORPHAN
 
@@ -66,3 +76,22 @@ async def test_ended_episodes_are_skipped_and_moved_partitions_let_go() -> None:
     assert (await w.triaged(fresh, OBS, table.get, lambda tp: True))[0] is Verdict.SKIP
     verdict, why, _ = await asyncio.wait_for(w.triaged(fresh, OBS, {}.get, lambda tp: False), 2)
     assert verdict is Verdict.SKIP and "moved" in why
+
+
+async def test_a_request_done_out_of_order_does_not_orphan_an_earlier_one_in_flight() -> None:
+    # Two readers: the request at 9 is written down before the one at 8 (ep's) is.
+    acks, w, table = InOrderAcks(), watch(end=10, grace_s=0), {}
+    w.starting_at({EPISODES: 8})
+    ep_request, other = (acks.arrived(RequestEvent(Message(EPISODES, 0, o)))  # type: ignore[arg-type]
+                         for o in (8, 9))
+    waiting = asyncio.create_task(w.triaged(
+        Message(TP("t.observations", 2), time.time() - 60), OBS, table.get, lambda tp: True))
+    acks.done(other)
+    await w.read(EPISODES, acks.done_below(EPISODES))
+    await asyncio.sleep(1.2)  # the watch has measured the end (10) and looked again
+    assert not waiting.done()  # 8 is still being written down: it may yet come
+    table["ep"] = Live(EpisodeContext(episode_id="ep", task_id="t", task_name="x"))
+    acks.done(ep_request)
+    await w.read(EPISODES, acks.done_below(EPISODES))
+    assert (await asyncio.wait_for(waiting, 2))[0] is Verdict.DECIDE
+    assert acks.done_below(EPISODES) == 10

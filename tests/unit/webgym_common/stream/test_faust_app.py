@@ -156,6 +156,22 @@ def test_in_order_acks_ack_only_a_done_prefix_of_each_partition() -> None:
     assert acks.pending(("t.observations", 0)) == 0 and acks.pending(("t.observations", 1)) == 2
 
 
+def test_done_below_is_the_first_event_in_flight_or_one_past_the_last_done() -> None:
+    acks, acked = InOrderAcks(), []
+    tp = ("t.episodes", 0)
+    assert acks.done_below(tp) == 0
+    tickets = [acks.arrived(AckedEvent(AckedMessage("t.episodes", 0, o, acked)))  # type: ignore[arg-type]
+               for o in (4, 5, 7)]  # 6: a transaction marker, no event
+    acks.done(tickets[1])
+    assert acks.done_below(tp) == 4  # 5 is done, 4 is not
+    acks.done(tickets[0])
+    assert acks.done_below(tp) == 7
+    acks.done(tickets[2])
+    assert acks.done_below(tp) == 8
+    acks.forget([tp])
+    assert acks.done_below(tp) == 0
+
+
 def test_random_interleavings_of_in_order_acks_never_ack_past_an_unfinished_event() -> None:
     rng = random.Random(4)
     for _ in range(200):
