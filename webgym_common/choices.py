@@ -121,6 +121,12 @@ class TrainMode(StrEnum):
         return self in (TrainMode.KTO, TrainMode.DPO)
 
 
+class TrainPrecision(StrEnum):
+    AUTO = "auto"  # bf16 on a GPU or a CPU with native bf16 (AVX512-BF16, AMX), else float32
+    FLOAT32 = "float32"
+    BF16 = "bf16"  # mixed precision: float32 weights, bf16 matmuls
+
+
 class Compression(StrEnum):
     ZSTD = "zstd"
     GZIP = "gzip"

@@ -12,14 +12,16 @@ import yaml
 from consumers.trainer.llamafactory import (
     EmptyRunError,
     dpo_pairs,
+    mixed_bf16,
     rows,
     run_id,
     total_steps,
     write_run,
 )
-from webgym_common.choices import TrainMode
+from webgym_common.choices import TrainMode, TrainPrecision
 from webgym_common.config import TrainerSettings
 from webgym_common.events import ChatMessage, ReplaySample
+from webgym_common.machine import cpu_flags, native_bf16
 
 BASE = "/models/smollm2"
 
@@ -151,7 +153,8 @@ def test_the_yaml_per_mode(tmp_path: Path, mode: TrainMode, stage: str, finetuni
     assert conf["stage"] == stage and conf["finetuning_type"] == finetuning
     assert conf["model_name_or_path"] == BASE
     assert conf["output_dir"] == str(tmp_path / "output") == str(files.output_dir)
-    assert conf["use_cpu"] is True and conf["bf16"] is False and conf["fp16"] is False
+    assert conf["use_cpu"] is True and conf["fp16"] is False
+    assert conf["bf16"] is native_bf16(cpu_flags())  # precision auto
     assert conf["report_to"] == "none" and conf["overwrite_output_dir"] is False
     assert conf["preprocessing_num_workers"] == 1 and conf["dataloader_num_workers"] == 0
     assert conf["logging_steps"] == 1 and conf["max_steps"] == 3
@@ -186,3 +189,17 @@ def test_total_steps_and_checkpoint_spacing(tmp_path: Path) -> None:
     s = [sample(f"e{i}:0") for i in range(5)]
     conf = yaml.safe_load(write_run(tmp_path, s, cfg(), BASE).config.read_text())
     assert conf["save_steps"] == 2  # ceil(6 / 4)
+
+
+@pytest.mark.parametrize(("precision", "use_cpu", "flags", "bf16"), [
+    (TrainPrecision.AUTO, True, {"avx2", "fma"}, False),  # emulated bf16: float32
+    (TrainPrecision.AUTO, True, {"avx512f", "avx512_bf16"}, True),
+    (TrainPrecision.AUTO, True, {"amx_bf16"}, True),
+    (TrainPrecision.AUTO, False, set(), True),  # a GPU
+    (TrainPrecision.FLOAT32, False, set(), False),  # an explicit choice wins
+    (TrainPrecision.BF16, True, {"avx2"}, True),
+])
+def test_bf16_where_it_is_native_unless_chosen(precision: TrainPrecision, use_cpu: bool,
+                                               flags: set[str], bf16: bool) -> None:
+    cfg = TrainerSettings(precision=precision, use_cpu=use_cpu)
+    assert mixed_bf16(cfg, flags) is bf16
