@@ -2,10 +2,11 @@
 
 `webgym pipeline up` starts a supervisor (`webgym pipeline supervise`, infra.supervisor)
 that runs one of each process (browser, policy, evaluator, history, metrics and replay;
-with `rollout.train` also the trainer and the model loader) as
-`python -m webgym_cli -v worker <name>` with the current settings, and restarts one
-that dies, with backoff; `up` waits until every one is ready. `webgym pipeline down`
-(and `webgym infra down`) stops the supervisor, which stops them all first.
+with `rollout.train` also the trainer and the model loader; an optional process such as
+the env server when its setting asks for it) as `python -m webgym_cli -v worker <name>`
+with the current settings, and restarts one that dies, with backoff; `up` waits until
+every one is ready. `webgym pipeline down` (and `webgym infra down`) stops the
+supervisor, which stops them all first.
 `webgym run` also starts the read-only monitor (`start_monitor`, not supervised: nothing
 waits on it) and leaves it serving after the run; `down` stops it too.
 A process is ready once it has written its ready file (WEBGYM_READY_FILE, see
@@ -33,6 +34,8 @@ from webgym_common.processes import PROCESSES as SPECS
 PROCESSES = {p.value: (spec.module, ["worker", p.value]) for p, spec in SPECS.items()}
 # Run only when the loop trains (rollout.train): they need LLaMA-Factory's venv and vLLM.
 TRAINING = frozenset(p.value for p, spec in SPECS.items() if spec.training)
+# Run only when their setting ("section.field") asks for it: name -> that setting.
+OPTIONAL = {p.value: spec.opt_in for p, spec in SPECS.items() if spec.opt_in is not None}
 MONITOR = "monitor"  # started by `webgym run` beside the supervised processes
 SUPERVISOR = "pipeline-supervisor"
 
@@ -46,16 +49,28 @@ class ProcessStatus:
     restarts: int = 0  # by the supervisor since `up`
     last_exit: str = "-"  # how it last died ("exit 1", "SIGKILL"), "-" if never
     last_restart_at: float | None = None  # wall clock
-    started: bool = True  # False: `up` did not start it (a training process, training off)
+    started: bool = True  # False: `up` did not start it (training off, or optional)
 
 
 def available() -> list[str]:
     return [n for n, (module, _) in PROCESSES.items() if importlib.util.find_spec(module)]
 
 
+def asked_for(settings: Settings, name: str) -> bool:
+    """Whether an optional process's setting (OPTIONAL) asks `up` to start it."""
+    section, field = OPTIONAL[name].split(".")
+    value = getattr(getattr(settings, section), field)
+    if not isinstance(value, bool):  # a registry typo must not start (or hide) a process
+        raise TypeError(f"{name}: setting {OPTIONAL[name]} is not a bool: {value!r}")
+    return value
+
+
 def selected(settings: Settings) -> list[str]:
-    """The processes `up` runs: every one there is, the training ones when the loop trains."""
-    return [n for n in available() if settings.rollout.train or n not in TRAINING]
+    """The processes `up` runs: every one there is, the training ones when the loop trains,
+    the optional ones when their setting asks for them."""
+    return [n for n in available()
+            if (settings.rollout.train or n not in TRAINING)
+            and (n not in OPTIONAL or asked_for(settings, n))]
 
 
 def command(name: str) -> list[str]:

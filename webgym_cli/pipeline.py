@@ -21,13 +21,22 @@ app = typer.Typer(help="The pipeline's worker processes in the background.",
 def pipeline_up(
     policy: PolicyKind | None = typer.Option(None, help="Policy (default: WEBGYM_POLICY__KIND)."),
     contexts: int | None = typer.Option(None, help="Browser contexts (WEBGYM_BROWSER__CONTEXTS)."),
+    with_envserver: bool = typer.Option(
+        False, "--with-envserver", help="Also run the env server, supervised like the rest "
+        "(default: WEBGYM_ENVSERVER__SUPERVISED, off)."),
 ) -> None:
-    """Start browser, policy, evaluator, history and metrics, supervised (restarted if they die).
+    """Start the pipeline's processes, supervised (restarted if they die).
 
-    Example: webgym pipeline up --policy teacher --contexts 4"""
+    Browser, policy, evaluator, history, metrics and replay; the trainer and the model
+    loader when the loop trains (WEBGYM_ROLLOUT__TRAIN); the env server (AgentGym's API,
+    WEBGYM_ENVSERVER__HOST/PORT) with --with-envserver.
+
+    Example: webgym pipeline up --policy teacher --contexts 4 --with-envserver"""
     from infra import pipeline
 
-    settings = settings_with(policy={"kind": policy}, browser={"contexts": contexts})
+    # Not given: None, so WEBGYM_ENVSERVER__SUPERVISED still decides.
+    settings = settings_with(policy={"kind": policy}, browser={"contexts": contexts},
+                             envserver={"supervised": True if with_envserver else None})
     with console.status("starting the pipeline processes"):
         started = asyncio.run(pipeline.up(settings))
     console.print(f"started: {', '.join(started) or 'all were running'} "
@@ -64,8 +73,8 @@ def pipeline_status() -> None:
         table.add_column(col)
     for r in rows:
         if not r.started:
-            state = "[dim]not started (training off)[/dim]" if r.name in pipeline.TRAINING \
-                else "[dim]not started[/dim]"
+            why = not_started_because(r.name)
+            state = f"[dim]not started{f' ({why})' if why else ''}[/dim]"
         elif r.pid:
             state = "[green]ready[/green]" if r.ready else "[yellow]starting[/yellow]"
         else:
@@ -77,6 +86,17 @@ def pipeline_status() -> None:
     console.print(table)
     running = [r for r in rows if r.started]
     raise typer.Exit(0 if running and all(r.pid and r.ready for r in running) else 1)
+
+
+def not_started_because(name: str) -> str | None:
+    """Why `up` leaves a process out, as the status table says it."""
+    from infra import pipeline
+
+    if name in pipeline.OPTIONAL:  # `up --with-<name>` is the option that asks for it
+        return f"optional: up --with-{name}"
+    if name in pipeline.TRAINING:
+        return "training off"
+    return None
 
 
 @app.command("supervise", hidden=True)

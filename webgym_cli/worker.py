@@ -137,3 +137,28 @@ def worker_model_loader() -> None:
     console.print(f"model loader: vLLM at {settings.policy.base_url}, "
                   f"broker {settings.kafka.bootstrap_servers}")
     run_process(Process.MODEL_LOADER, settings)
+
+
+# Shared with `webgym envserver` (webgym_cli/envserver.py), which runs the same command.
+ENVSERVER_HOST = typer.Option(
+    None, help="Address to bind (default: WEBGYM_ENVSERVER__HOST, 127.0.0.1).")
+ENVSERVER_PORT = typer.Option(None, help="Port (default: WEBGYM_ENVSERVER__PORT, 18790).")
+ENVSERVER_IDLE_TIMEOUT = typer.Option(
+    None, help="Close envs no request touched for this many seconds "
+    "(default: WEBGYM_ENVSERVER__IDLE_TIMEOUT_S, 900).")
+
+
+@app.command(Process.ENVSERVER.value, help=summary(Process.ENVSERVER))
+@one_line_errors
+def worker_envserver(
+    host: str | None = ENVSERVER_HOST,
+    port: int | None = ENVSERVER_PORT,
+    idle_timeout: float | None = ENVSERVER_IDLE_TIMEOUT,
+) -> None:
+    settings = settings_with(envserver={"host": host, "port": port,
+                                        "idle_timeout_s": idle_timeout})
+    cfg = settings.envserver
+    console.print(f"env server: http://{cfg.host}:{cfg.port}/ (broker "
+                  f"{settings.kafka.bootstrap_servers}, prefix {settings.kafka.topic_prefix}; "
+                  f"idle envs closed after {cfg.idle_timeout_s:g} s)")
+    run_process(Process.ENVSERVER, settings)

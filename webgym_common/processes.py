@@ -8,6 +8,10 @@ docs/architecture.md (`process_table()`, checked by a test). Entry points are na
 "module:function" so this ground-floor module imports nothing above it; the function
 takes the settings and is a coroutine function when `asynchronous`.
 
+An optional process (`opt_in`) is started by `webgym pipeline up` only when its
+setting asks for it (the env server: `envserver.supervised`, `up --with-envserver`);
+its worker command and compose service are there all the same.
+
 Adding a process: a row here, its module, its `webgym worker` command, a compose
 service; the tests say what is missing.
 """
@@ -29,6 +33,7 @@ class Process(StrEnum):
     REPLAY = "replay"
     TRAINER = "trainer"
     MODEL_LOADER = "model-loader"
+    ENVSERVER = "envserver"
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,12 @@ class ProcessSpec:
     faust: bool = False  # a faust app (tables with changelogs) rather than webgym_common.stream.bus
     asynchronous: bool = True  # entry is a coroutine function (a faust worker runs its own loop)
     scalable: bool = False  # run several: the group shares the partitions among them
+    # Optional: `up` starts it only when this bool setting ("section.field") is on.
+    opt_in: str | None = None
+
+    @property
+    def optional(self) -> bool:
+        return self.opt_in is not None
 
     @property
     def module(self) -> str:
@@ -86,6 +97,14 @@ PROCESSES: dict[Process, ProcessSpec] = {s.name: s for s in (
     ProcessSpec(Process.MODEL_LOADER, "consumers.model_loader:run_model_loader",
                 "loads each new version into vLLM, then announces it",
                 None, (Topic.MODELS,), (Topic.MODELS_SERVED,), training=True),
+    # No group: it reads the three topics from their end and the catalog from the start,
+    # commits nothing; a restarted server has no envs (clients create them again).
+    ProcessSpec(Process.ENVSERVER, "producers.envserver.app:run_envserver",
+                "serves AgentGym's env-server API: HTTP clients drive the episodes",
+                None, (Topic.TASKS, Topic.OBSERVATIONS, Topic.EPISODES_COMPLETED,
+                       Topic.EPISODES_SCORED),
+                (Topic.EPISODES, Topic.ACTIONS, Topic.CONTROL),
+                opt_in="envserver.supervised"),
 )}
 
 
@@ -98,7 +117,8 @@ def process_table() -> str:
             "|---|---|---|---|---|---|"]
     for s in PROCESSES.values():
         notes = ", ".join(n for n, on in (("faust app", s.faust), ("scale out", s.scalable),
-                                           ("training only", s.training)) if on)
+                                           ("training only", s.training),
+                                           ("opt-in", s.optional)) if on)
         rows.append(f"| `{s.name.value}` | {s.summary} | {s.group.value if s.group else '-'} "
                     f"| {topics(s.reads)} | {topics(s.writes)} | {notes} |")
     return "\n".join(rows)

@@ -9,8 +9,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,35 +16,13 @@ import pytest
 from infra.procs import pid_alive
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
+from tests.support.pipeline_cli import pid_of, ready, row, webgym
 from webgym_common.choices import SamplingStrategy
-from webgym_common.config import Settings, settings_env
+from webgym_common.config import Settings
 from webgym_common.stream.bus import EventProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
-
-
-def webgym(settings: Settings, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = {**os.environ, **settings_env(settings), "COLUMNS": "250",
-           # Quick restarts, so the test does not wait for the default backoff.
-           "WEBGYM_INFRA__RESTART_BACKOFF_S": "0.5"}
-    return subprocess.run([sys.executable, "-m", "webgym_cli", *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def pid_of(settings: Settings, name: str) -> int | None:
-    try:
-        return int((settings.infra.data_dir / "run" / f"pipeline-{name}.pid").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def ready(settings: Settings, name: str) -> bool:
-    return (settings.infra.data_dir / "run" / f"pipeline-{name}.ready").exists()
-
-
-def row(status: str, name: str) -> str:
-    return next(ln for ln in status.splitlines() if f" {name} " in ln)
 
 
 async def test_a_killed_process_is_restarted_and_down_stops_everything(

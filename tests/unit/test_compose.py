@@ -39,13 +39,13 @@ INFRA_IMAGES = {
 }
 
 # Every process of the registry is a service running its worker command (the browser with
-# its contexts), beside the controller, the monitor and the env server.
+# its contexts; the optional env server too: compose runs every service it declares),
+# beside the controller and the monitor.
 PIPELINE_COMMANDS = {
     **{p.value: ["webgym", "worker", p.value] for p in Process},
     "browser": ["webgym", "worker", "browser", "--contexts", "8"],
     "controller": ["webgym", "rollout", "--split", "train"],
     "monitor": ["webgym", "monitor"],
-    "envserver": ["webgym", "envserver"],
 }
 
 # Services built from the project image: the pipeline plus the one-shot init (the trainer

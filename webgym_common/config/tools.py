@@ -58,3 +58,7 @@ class EnvServerSettings(BaseModel):
     max_steps: int | None = Field(None, ge=1, description="per episode; unset: the task's")
     catalog_refresh_s: float = Field(30.0, ge=0, description="the task list is read again")
     max_observation_chars: int = Field(16000, ge=200, description="the tree is cut beyond")
+    # `webgym pipeline up` starts it beside the other processes (supervised, restarted if
+    # it dies) only when this is on: it binds a port and drives browsers for whoever
+    # reaches it, so nobody gets one without asking (`pipeline up --with-envserver`).
+    supervised: bool = False

@@ -50,6 +50,46 @@ def test_up_waits_for_the_ready_file_and_status_shows_it(
     assert row.pid is None and not row.ready
 
 
+def test_an_optional_process_is_selected_only_when_its_setting_asks(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked = settings.model_copy(update={"envserver": settings.envserver.model_copy(
+        update={"supervised": True})})
+    assert "envserver" in pipeline.available()
+    assert "envserver" not in pipeline.selected(settings)
+    assert set(pipeline.selected(asked)) - set(pipeline.selected(settings)) == {"envserver"}
+    training = settings.model_copy(update={"rollout": settings.rollout.model_copy(
+        update={"train": True})})
+    assert "envserver" not in pipeline.selected(training)  # training does not ask for it
+    monkeypatch.setenv("WEBGYM_ENVSERVER__SUPERVISED", "true")
+    assert "envserver" in pipeline.selected(load_settings())
+
+
+def test_up_starts_an_optional_process_only_when_asked_and_down_stops_it(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline, "available", lambda: ["history", "envserver"])
+    monkeypatch.setattr(pipeline, "command", lambda name: [sys.executable, "-c", READY_LATER])
+    asked = settings.model_copy(update={"envserver": settings.envserver.model_copy(
+        update={"supervised": True})})
+    try:
+        assert asyncio.run(pipeline.up(settings, timeout_s=30)) == ["history"]
+        rows = {r.name: r for r in pipeline.status(settings)}
+        assert rows["history"].started and rows["history"].ready
+        assert not rows["envserver"].started and rows["envserver"].pid is None
+    finally:
+        assert pipeline.down(settings) == ["history"]
+    try:
+        assert asyncio.run(pipeline.up(asked, timeout_s=30)) == ["history", "envserver"]
+        # `status` without the setting still shows what the running supervisor started.
+        server = next(r for r in pipeline.status(settings) if r.name == "envserver")
+        assert server.started and server.ready and server.pid is not None
+    finally:
+        assert sorted(pipeline.down(settings)) == ["envserver", "history"]
+    assert not pid_alive(server.pid)
+    assert not list((settings.infra.data_dir / "run").glob("pipeline-*.pid"))
+
+
 def test_up_fails_with_the_log_when_a_process_exits(
     settings: Settings, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

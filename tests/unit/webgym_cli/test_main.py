@@ -19,7 +19,7 @@ GROUPS = {
     "topics": ["create", "list"],
     "pipeline": ["up", "down", "status"],
     "worker": ["browser", "policy", "evaluator", "history", "metrics", "replay", "trainer",
-               "model-loader"],
+               "model-loader", "envserver"],
     "sandbox": ["up"],
     "tasks": ["load"],
     "reprocess": ["rescore", "refilter", "export"],

@@ -40,6 +40,22 @@ def test_pipeline_up_passes_its_options_as_overrides(
     (settings,) = seen
     assert settings.policy.kind == PolicyKind.TEACHER
     assert settings.browser.contexts == 2 and settings.browser.settle_s == 0.7
+    assert not settings.envserver.supervised  # optional: not asked for
+    monkeypatch.setenv("WEBGYM_ENVSERVER__PORT", "18999")
+    result = runner.invoke(app, ["pipeline", "up", "--with-envserver"])
+    assert result.exit_code == 0, result.output
+    asked = seen[-1]
+    assert asked.envserver.supervised and asked.envserver.port == 18999
+    assert "envserver" in pipeline.selected(asked)
+
+
+def test_pipeline_up_help_offers_each_optional_process(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["pipeline", "up", "--help"])
+    assert result.exit_code == 0, result.output
+    assert pipeline.OPTIONAL
+    for name in pipeline.OPTIONAL:  # the option the status table names
+        assert f"--with-{name}" in result.output
+    assert "WEBGYM_ENVSERVER__SUPERVISED" in result.output
 
 
 def test_pipeline_status_shows_each_process(runner: CliRunner, data_dir: Path) -> None:
@@ -53,6 +69,9 @@ def test_pipeline_status_shows_each_process(runner: CliRunner, data_dir: Path) -
         line = next(ln for ln in result.output.splitlines() if f" {name} " in ln)
         assert "not started (training off)" in line
     assert set(pipeline.selected(load_settings(rollout={"train": True}))) >= pipeline.TRAINING
+    # The env server runs only when asked for: listed, not started, with the option to ask.
+    line = next(ln for ln in result.output.splitlines() if " envserver " in ln)
+    assert "not started (optional: up --with-envserver)" in line
     # This test's own process stands in for a running, ready history worker.
     (data_dir / "run").mkdir()
     (data_dir / "run" / "pipeline-history.pid").write_text(str(os.getpid()))
@@ -101,3 +120,13 @@ def test_pipeline_status_shows_restarts_and_the_last_exit(
     result = runner.invoke(app, ["pipeline", "status"])
     assert "restarting" in next(ln for ln in result.output.splitlines() if " metrics " in ln)
     assert f"supervisor: pid {os.getpid()}" in result.output
+
+
+def test_pipeline_status_counts_the_env_server_once_it_is_asked_for(
+    runner: CliRunner, data_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WEBGYM_ENVSERVER__SUPERVISED", "true")
+    result = runner.invoke(app, ["pipeline", "status"])
+    assert result.exit_code == 1
+    line = next(ln for ln in result.output.splitlines() if " envserver " in ln)
+    assert "stopped" in line and "not started" not in line

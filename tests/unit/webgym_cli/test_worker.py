@@ -95,3 +95,18 @@ def test_a_bad_setting_is_one_error_line(
     assert result.exit_code == 1
     assert len(result.output.strip().splitlines()) == 1, result.output
     assert result.output.startswith("error: setting WEBGYM_POLICY__MAX_INFLIGHT = 'many'")
+
+
+@pytest.mark.parametrize("command", [["worker", "envserver"], ["envserver"]])
+def test_the_env_server_runs_the_registrys_entry_with_its_options(
+    runner: CliRunner, fake_module: Callable[..., dict[str, Any]], command: list[str],
+) -> None:
+    calls = fake_module("producers.envserver.app", "run_envserver")
+    result = runner.invoke(app, [*command, "--host", "0.0.0.0", "--port", "18999",
+                                 "--idle-timeout", "30"])
+    assert result.exit_code == 0, result.output
+    (settings,) = calls["run_envserver"]
+    cfg = settings.envserver
+    assert (cfg.host, cfg.port, cfg.idle_timeout_s) == ("0.0.0.0", 18999, 30.0)
+    assert "env server: http://0.0.0.0:18999/" in result.output
+    assert "idle envs closed after 30 s" in result.output

@@ -11,6 +11,7 @@ import typer.main
 
 from infra import pipeline
 from webgym_cli.worker import app as worker_app
+from webgym_common.config import Settings
 from webgym_common.processes import PROCESSES, Process, process_table
 from webgym_common.topics import VALUE_TYPES, Group, faust_apps
 
@@ -34,6 +35,8 @@ def test_groups_are_the_processes_and_faust_apps_are_the_faust_processes() -> No
 def test_the_supervisor_and_the_worker_commands_run_the_registrys_processes() -> None:
     assert list(pipeline.PROCESSES) == [p.value for p in Process]
     assert pipeline.TRAINING == {p.value for p, s in PROCESSES.items() if s.training}
+    assert pipeline.OPTIONAL == {p.value: s.opt_in for p, s in PROCESSES.items() if s.optional}
+    assert pipeline.OPTIONAL == {"envserver": "envserver.supervised"}
     for name, (module, args) in pipeline.PROCESSES.items():
         assert module == PROCESSES[Process(name)].module and args == ["worker", name]
     commands = typer.main.get_command(worker_app).commands  # type: ignore[attr-defined]
@@ -45,3 +48,24 @@ def test_the_architecture_page_shows_the_registrys_process_table() -> None:
     assert process_table() in page, "docs/architecture.md: paste `webgym_common.processes." \
         "process_table()` (python -c 'from webgym_common.processes import process_table; " \
         "print(process_table())')"
+
+
+def test_an_optional_process_names_a_bool_setting_that_is_off_by_default() -> None:
+    optional = [s for s in PROCESSES.values() if s.optional]
+    assert optional, "no optional process: the check would be vacuous"
+    defaults = Settings()
+    for spec in optional:
+        assert spec.opt_in is not None and not spec.training, spec.name
+        section, field = spec.opt_in.split(".")
+        assert getattr(getattr(defaults, section), field) is False, spec.name
+
+
+def test_the_env_server_is_in_the_registry_with_what_it_reads_and_writes() -> None:
+    spec = PROCESSES[Process.ENVSERVER]
+    assert spec.entry == "producers.envserver.app:run_envserver" and spec.group is None
+    assert {t.value for t in spec.reads} == {
+        "tasks", "observations", "episodes.completed", "episodes.scored"}
+    assert {t.value for t in spec.writes} == {"episodes", "actions", "control"}
+    assert not spec.scalable  # one port: a second one could not bind it
+    row = next(ln for ln in process_table().splitlines() if ln.startswith("| `envserver`"))
+    assert row.endswith("| opt-in |")
