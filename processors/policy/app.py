@@ -118,11 +118,13 @@ def build_app(settings: Settings) -> faust.App:
     episodes, completed, observations = (faust_topic(app, k, t) for t in SOURCES)
 
     # Requests are written down several at once: a burst of new episodes (a rollout's
-    # start) would otherwise queue behind one durable table write each.
+    # start) would otherwise queue behind one durable table write each. Two copies of one
+    # request take turns; the key is not the episode's own, which `decide` holds while
+    # its first observation waits for this very request.
     @app.agent(episodes, concurrency=cfg.max_inflight)
     async def remember_tasks(stream: faust.StreamT) -> None:
         await reliable.each(stream, EpisodeRequested, lambda e, v: on_request(p, e, v),
-                            key=lambda req: req.episode_id,
+                            key=lambda req: ("request", req.episode_id),
                             after=lambda e: watch.read(
                                 e.message.tp, reliable.acks.done_below(e.message.tp)))
 

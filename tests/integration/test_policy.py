@@ -359,6 +359,25 @@ async def test_observations_before_their_late_request_wait_across_a_restart(
     assert await read_all(settings, producer, Topic.DLQ) == []
 
 
+async def test_a_request_read_after_its_waiting_observation_is_not_held_up_by_it(
+    settings: Settings, producer: EventProducer, start_policy
+) -> None:
+    """The observation is being decided (it waits for its request) when the request comes:
+    writing the request down must not wait for that decision, nor the decision for ever."""
+    await ready(start_policy("teacher", teacher(settings)))
+    eps = Episodes.make(producer, 3, settings.kafka.partitions)
+    for eid in eps.ids:
+        await eps.observe(eid, 0)  # no request yet: the observations wait
+    await asyncio.sleep(2)
+    for eid in eps.ids:
+        await eps.request(eid)
+
+    async def all_answered() -> bool:
+        return set(await actions_per_step(settings, producer)) == {(e, 0) for e in eps.ids}
+    await until(all_answered, 30, "every waiting observation is answered once its request came")
+    assert await read_all(settings, producer, Topic.DLQ) == []
+
+
 async def test_a_restart_after_episodes_ended_dead_letters_none_of_their_observations(
     settings: Settings, producer: EventProducer, start_policy
 ) -> None:
