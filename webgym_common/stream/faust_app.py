@@ -233,7 +233,6 @@ class InOrderAcks:
     def __init__(self) -> None:
         self.offsets = OffsetHolds()
         self.lines: dict[Any, deque[Ticket]] = defaultdict(deque)
-        self.acked_below: dict[Any, int] = {}  # partition -> one past its last event let go
         self._turns: asyncio.Condition | None = None
 
     @property
@@ -266,17 +265,13 @@ class InOrderAcks:
         held = self.offsets.holds.get(tp, {})
         while line and line[0] not in held:  # the line's head is done: its turn to be acked
             first = line.popleft()
-            self.acked_below[tp] = max(self.acked_below.get(tp, 0), first.event.message.offset + 1)
             if first.ack:
                 first.event.ack()
 
     def done_below(self, tp: Any) -> int:
-        """The offset of `tp` below which every event that arrived is done (0: none yet).
-
-        Events arrive in offset order, so this is the first one still in flight, or one
-        past the last one done when none is."""
-        line = self.lines.get(tp)
-        return line[0].event.message.offset if line else self.acked_below.get(tp, 0)
+        """The offset of `tp` below which every event that arrived is done (0: none yet):
+        the first one still in flight, or one past the last one when none is."""
+        return self.offsets.safe_offset(tp) or 0
 
     async def wake(self) -> None:
         """Tell `turn` waiters that a line moved (after `done`)."""
@@ -297,7 +292,6 @@ class InOrderAcks:
         tps = set(partitions)
         for tp in tps:
             self.lines.pop(tp, None)
-            self.acked_below.pop(tp, None)
         self.offsets.forget(tps)
 
 
