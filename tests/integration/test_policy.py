@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from aiokafka import TopicPartition
-from aiokafka.partitioner import murmur2
 from faust.serializers import codecs
 
 from processors.policy.decisions import (
@@ -31,17 +28,13 @@ from processors.policy.replies import ParsedReply
 from processors.policy.waiting import now_ms
 from producers.drive_reference import episode_request
 from tests.support.hand_fed import watch_episodes
+from tests.support.hand_made import Episodes, partition_of
 from tests.support.launch import PipelineProcess
 from webgym_common.agent.actions import parse_action
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
-    EpisodeCompleted,
-    EpisodeRequested,
     Event,
-    StepObserved,
-    Task,
-    Viewport,
     utc_now,
 )
 from webgym_common.objectstore import ObjectStore
@@ -159,55 +152,6 @@ def teacher(settings: Settings, delay_s: float = 0.0, jitter_s: float = 0.0) -> 
     policy = settings.policy.model_copy(update={"teacher_delay_s": delay_s,
                                                 "teacher_delay_jitter_s": jitter_s})
     return settings.model_copy(update={"policy": policy})
-
-
-class Episodes:
-    """Hand-made episodes, played on the topics as the controller and a browser would."""
-
-    def __init__(self, producer: EventProducer, ids: list[str]) -> None:
-        self.producer, self.ids = producer, ids
-        self.started = utc_now()
-
-    @classmethod
-    def make(cls, producer: EventProducer, n: int, partitions: int,
-             on_partition: int | None = None) -> Episodes:
-        ids: list[str] = []
-        while len(ids) < n:
-            eid = f"ep-{uuid.uuid4().hex[:10]}"
-            if on_partition is None or partition_of(eid, partitions) == on_partition:
-                ids.append(eid)
-        return cls(producer, ids)
-
-    @staticmethod
-    def requested(eid: str) -> EpisodeRequested:
-        task = Task(task_id=f"task-{eid}", task_name="hand-made", domain="sandbox-test",
-                    website="http://sandbox.invalid/", difficulty=1)
-        return EpisodeRequested(
-            episode_id=eid, task=task, iteration=0, split="train", max_steps=20,
-            deadline=utc_now() + timedelta(minutes=30), policy_version="teacher-forcing")
-
-    @staticmethod
-    def observed(eid: str, step: int, terminal: bool = False) -> StepObserved:
-        return StepObserved(
-            episode_id=eid, task_id=f"task-{eid}", step=step, url="http://sandbox.invalid/",
-            viewport=Viewport(width=800, height=600), terminal=terminal)
-
-    async def request(self, eid: str) -> None:
-        await self.producer.publish(Topic.EPISODES, eid, self.requested(eid))
-
-    async def observe(self, eid: str, step: int, terminal: bool = False) -> None:
-        await self.producer.publish(Topic.OBSERVATIONS, eid, self.observed(eid, step, terminal))
-
-    async def complete(self, eid: str, steps: int) -> None:
-        await self.observe(eid, steps, terminal=True)
-        await self.producer.publish(Topic.EPISODES_COMPLETED, eid, EpisodeCompleted(
-            episode_id=eid, task_id=f"task-{eid}", iteration=0, split="train", steps=steps,
-            termination="answer", answer="", started_at=self.started))
-
-
-def partition_of(key: str, partitions: int) -> int:
-    """The partition our producer (aiokafka's default partitioner) puts `key` on."""
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
 
 
 async def read_all(settings: Settings, producer: EventProducer, topic: Topic) -> list[Event]:
