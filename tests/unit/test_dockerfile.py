@@ -1,0 +1,46 @@
+"""Static checks of the Dockerfile: the pipeline image's base, browser, install and user.
+
+They read the file (no Docker engine); tests/compose builds and runs the images for real.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tests.support.compose_files import ROOT, dockerfile_instructions
+
+
+def test_dockerfile_base_and_entrypoint() -> None:
+    instructions = dockerfile_instructions()
+    # The official slim image unless the build says otherwise (infra/images.py --base).
+    assert instructions[0] == ("ARG", "BASE_IMAGE=python:3.11-slim-bookworm")
+    assert instructions[1] == ("FROM", "${BASE_IMAGE} AS pipeline")
+    pipeline = instructions[:next(i for i, (kw, args) in enumerate(instructions)
+                                  if kw == "FROM" and i > 1)]
+    entrypoints = [args for kw, args in pipeline if kw == "ENTRYPOINT"]
+    assert entrypoints and entrypoints[-1].replace(" ", "") == '["webgym"]'
+
+
+def test_dockerfile_installs_headless_shell_not_playwright_browsers() -> None:
+    runs = [args for kw, args in dockerfile_instructions() if kw == "RUN"]
+    assert any(
+        "apt-get install" in run and "chromium-headless-shell" in run.split() for run in runs
+    )
+    for run in runs:
+        assert not re.search(r"playwright\s+install", run), run
+
+
+def test_dockerfile_installs_project_editable_with_optional_lock() -> None:
+    runs = " ".join(args for kw, args in dockerfile_instructions() if kw == "RUN")
+    assert "pip install -e ." in runs
+    assert "-c requirements.lock" in runs
+
+
+def test_dockerfile_runs_as_an_unprivileged_user() -> None:
+    users = [args for kw, args in dockerfile_instructions() if kw == "USER"]
+    assert users and users[-1] not in ("root", "0"), users
+
+
+def test_dockerignore_keeps_secrets_out_of_the_image() -> None:
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    assert {".env", ".env.*", "**/.env", "**/.env.*", "*.pem", "*.key"} <= ignored
