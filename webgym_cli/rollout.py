@@ -107,6 +107,11 @@ def run(
               iterations, None)
 
 
+# A LoRA step took 7-15 s on 2 cores (bf16 / float32, batch 2, cutoff 1024): a curve's long
+# warm start (650 steps: 88 min) must not hit the trainer's default one-hour run timeout.
+RUN_S_PER_STEP = 30.0
+
+
 @app.command("curve")
 @one_line_errors
 def curve(
@@ -141,7 +146,8 @@ def curve(
                                       "eval_per_group": per_group, "eval_suite": suite,
                                       "eval_splits": [Split.TEST],
                                       "eval_max_steps": eval_max_steps},
-                             trainer={"max_steps": train_steps},
+                             trainer={"max_steps": train_steps,
+                                      "run_timeout_s": max(3600.0, RUN_S_PER_STEP * train_steps)},
                              vllm={"model": str(model) if model else None})
     suites: list[Suite] = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
     _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank, suites,
