@@ -19,7 +19,7 @@ from webgym_cli.common import (
     settings_with,
 )
 from webgym_common.choices import Driver, PolicyKind, SamplingStrategy, Split, Suite
-from webgym_common.config import Settings, get_settings
+from webgym_common.config import Settings, TrainerSettings, get_settings
 
 app = typer.Typer()
 
@@ -108,8 +108,9 @@ def run(
 
 
 # A LoRA step took 7-15 s on 2 cores (bf16 / float32, batch 2, cutoff 1024): a curve's long
-# warm start (650 steps: 88 min) must not hit the trainer's default one-hour run timeout.
+# warm start (650 steps took 1 h 41 min) must not hit the trainer's default run timeout.
 RUN_S_PER_STEP = 30.0
+DEFAULT_RUN_TIMEOUT_S: float = TrainerSettings.model_fields["run_timeout_s"].default
 
 
 @app.command("curve")
@@ -147,7 +148,8 @@ def curve(
                                       "eval_splits": [Split.TEST],
                                       "eval_max_steps": eval_max_steps},
                              trainer={"max_steps": train_steps,
-                                      "run_timeout_s": max(3600.0, RUN_S_PER_STEP * train_steps)},
+                                      "run_timeout_s": max(DEFAULT_RUN_TIMEOUT_S,
+                                                           RUN_S_PER_STEP * train_steps)},
                              vllm={"model": str(model) if model else None})
     suites: list[Suite] = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
     _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank, suites,
