@@ -31,6 +31,11 @@ def followed_topics(settings: Settings) -> list[str]:
     return [*(topic_name(settings.kafka, t) for t in FOLLOWED), scored_topic(settings)]
 
 
+def sse(kind: str, data: dict[str, Any]) -> str:
+    """One server-sent event."""
+    return f"event: {kind}\ndata: {json.dumps(data)}\n\n"
+
+
 @dataclass(eq=False)  # by identity: kept in a set
 class Subscriber:
     """One open live page: a bounded queue of SSE messages; dropped when it falls behind."""
@@ -47,11 +52,11 @@ class Monitor:
     lags: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def push(self, kind: str, data: dict[str, Any]) -> None:
-        message = f"event: {kind}\ndata: {json.dumps(data)}\n\n"
+        message = sse(kind, data)
         for sub in list(self.subscribers):
             try:
                 sub.queue.put_nowait(message)
-            except asyncio.QueueFull:  # a tab that cannot keep up reconnects and reloads
+            except asyncio.QueueFull:  # a tab that cannot keep up reconnects: a snapshot
                 sub.dropped = True
                 self.subscribers.discard(sub)
 
@@ -62,6 +67,16 @@ class Monitor:
             self.push("iteration", {"iteration": change.iteration})
         if change.episode is not None:
             self.push("episode", {**change.episode, "ts": timestamp_ms, "cause": cause})
+
+    def snapshot(self) -> list[str]:
+        """What a page (re)connecting is told first: the current iteration and its rows as
+        they are now, so a change between the page's render and its subscription is not lost.
+        `row` events carry no publication time: they are not latencies."""
+        it = self.view.current_iteration
+        if it is None:
+            return []
+        return [sse("iteration", {"iteration": it}),
+                *(sse("row", e.row()) for e in self.view.grid(it))]
 
     def stats(self) -> dict[str, Any]:
         it = self.view.current_iteration

@@ -79,8 +79,9 @@ async def live_events(request: web.Request) -> web.StreamResponse:
                                            "Cache-Control": "no-store"})
     await response.prepare(request)
     m.subscribers.add(sub)
+    snapshot = m.snapshot()  # taken as the subscription starts: the queue holds what is newer
     try:
-        await response.write(b"retry: 1000\n\n")
+        await response.write(b"retry: 1000\n\n" + "".join(snapshot).encode())
         while not sub.dropped:
             try:
                 message = await asyncio.wait_for(sub.queue.get(), HEARTBEAT_S)

@@ -125,7 +125,7 @@ def evaluation_request(settings: Settings, eid: str, task: Task, split: Split, v
     return EpisodeRequested(
         episode_id=eid, task=task, iteration=EVAL_ITERATION, split=split,
         max_steps=min(steps, max_steps) if max_steps else steps,
-        deadline=utc_now() + timedelta(minutes=settings.rollout.task_timeout_minutes),
+        deadline=utc_now() + timedelta(minutes=settings.rollout.eval_timeout_minutes),
         policy_version=requested_tag(version), interaction_mode=settings.rollout.interaction_mode,
     )
 
@@ -172,7 +172,7 @@ async def evaluate(settings: Settings, producer: EventProducer, version: int, su
             req = evaluation_request(settings, eid, task, split, version, max_steps)
             # requested by `follow`, a window at a time, the deadline counted from then
             state.pending[eid] = Pending(
-                req, timedelta(minutes=settings.rollout.task_timeout_minutes))
+                req, timedelta(minutes=settings.rollout.eval_timeout_minutes))
     await follow(settings, producer, state, on_update)
     result = evaluation_result(settings, version, suite, split, seed, state,
                                time.monotonic() - started)

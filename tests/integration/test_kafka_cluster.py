@@ -181,8 +181,22 @@ async def test_idempotent_writes_and_a_group_lose_and_duplicate_nothing_when_a_b
     assert await leader_of(s, topic) != victim
 
     # The killed node comes back by `infra up` (only what is missing starts) and rejoins.
+    # `up` waits for that node alone; the others list it once their metadata catches up.
     await stack.up(s)
-    assert all(r.healthy for r in await stack.status(s))
+    assert await all_healthy_within(s, 60.0)
+
+
+async def all_healthy_within(settings: Settings, timeout_s: float) -> bool:
+    """Every component is healthy within `timeout_s`; else the unhealthy ones are printed."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        sick = [r.name for r in await stack.status(settings) if not r.healthy]
+        if not sick:
+            return True
+        if asyncio.get_running_loop().time() > deadline:
+            print(f"not healthy after {timeout_s:.0f} s: {sick}")
+            return False
+        await asyncio.sleep(1.0)
 
 
 def fast(settings: Settings) -> Settings:

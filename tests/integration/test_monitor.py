@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rich.console import Console
 
 from infra.procs import free_port
@@ -111,8 +112,12 @@ async def test_the_monitor_follows_a_rollout_live_and_shows_its_episodes(
         # Live: the iteration starts (the page follows it to the new iteration once), then
         # every state change arrives over server-sent events without a reload.
         run = asyncio.create_task(rollout(s, "train", len(lines), 1, Console(width=160)))
-        await page.wait_for_function(
-            "() => document.querySelectorAll('#grid tbody tr').length >= 6", timeout=60_000)
+        try:
+            await page.wait_for_function(
+                "() => document.querySelectorAll('#grid tbody tr').length >= 6", timeout=60_000)
+        except PlaywrightTimeoutError:
+            pytest.fail(f"the grid shows {await grid_states(page)}; the monitor's log ends:\n"
+                        + monitor.log_text()[-3000:])
         await page.evaluate("() => { window.__sameDocument = true; }")
         seen: dict[str, set[str]] = {}
         shot = False

@@ -116,6 +116,8 @@ function live(grid) {
       if (lat.length > 100000) lat.shift();
     }
   });
+  // On every (re)connection: the rows as they are now (no latency: not a live change).
+  source.addEventListener("row", (e) => applyRow(grid, JSON.parse(e.data)));
   source.addEventListener("stats", (e) => applyStats(JSON.parse(e.data)));
   source.addEventListener("iteration", (e) => {
     if (String(JSON.parse(e.data).iteration) !== grid.dataset.iteration) location.reload();

@@ -99,3 +99,19 @@ async def test_live_updates_arrive_as_server_sent_events() -> None:
         data = next(x for x in lines if b'"e7"' in x)
         assert b'"ts": 1234' in data and b'"state": "waiting"' in data
         response.close()
+
+
+async def test_a_page_connecting_mid_iteration_first_gets_its_rows_as_they_are() -> None:
+    monitor = Monitor(load_settings(), View())
+    for eid in ("e1", "e2"):
+        assert monitor.view.apply(requested(eid), 1000) is not None
+    async with TestClient(TestServer(make_app(monitor))) as c:
+        response = await c.get("/live/events")
+        assert await response.content.readline() == b"retry: 1000\n"
+        lines = [await response.content.readline() for _ in range(10)]
+        events = [x for x in lines if x.startswith(b"event:")]
+        assert events == [b"event: iteration\n", b"event: row\n", b"event: row\n"]
+        rows = [x for x in lines if x.startswith(b"data:") and b'"id"' in x]
+        assert [b'"e1"' in rows[0], b'"e2"' in rows[1]] == [True, True]
+        assert all(b'"ts"' not in x for x in rows)  # not a live change: no latency
+        response.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from producers.controller.evaluate import (
@@ -20,6 +22,7 @@ from producers.controller.iteration import IterationState, task_id_of
 from tests.unit.scored import scored
 from webgym_common.choices import Split, Suite
 from webgym_common.config import load_settings
+from webgym_common.eventbase import utc_now
 from webgym_common.events import PageEnvironment, Task
 from webgym_common.tasks import group_of, in_split, suite_of
 from webgym_common.versions import version_number
@@ -88,6 +91,15 @@ def test_a_request_is_outside_every_iteration_on_the_version_asked_for() -> None
     assert not req.demonstration
     base = evaluation_request(settings, "e", task("b", "test"), Split.TEST, 0, None)
     assert base.policy_version == "base" and base.max_steps == 30  # WebGym's easy test limit
+
+
+def test_a_held_out_episode_gets_the_evaluation_deadline_not_the_training_one() -> None:
+    settings = load_settings()
+    settings = settings.model_copy(update={"rollout": settings.rollout.model_copy(
+        update={"task_timeout_minutes": 5.0, "eval_timeout_minutes": 30.0})})
+    before = utc_now()
+    req = evaluation_request(settings, "e", task("b", "test"), Split.TEST, 1, 8)
+    assert timedelta(minutes=29) < req.deadline - before <= timedelta(minutes=30, seconds=5)
 
 
 def test_the_wilson_interval_is_still_importable_from_evaluate() -> None:
