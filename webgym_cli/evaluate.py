@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -47,6 +48,11 @@ def eval_command(
     seed: int = typer.Option(0, help="Seeds the task draw (the policy samples test episodes "
                              "at WEBGYM_POLICY__EVAL_TEMPERATURE with WEBGYM_POLICY__EVAL_SEED)."),
     max_steps: int | None = typer.Option(None, help="Caps each episode's steps."),
+    report: Path | None = typer.Option(
+        None, "--report", file_okay=False,
+        help="Then write the held-out report of this selection to this directory: every "
+        "version and the baseline evaluated on it so far (curve.csv, per_task.csv, "
+        "per_group.csv, curve.png), McNemar's p against v0 included."),
 ) -> None:
     """Run the test split(s) on a fixed seed and temperature; publish and print the results.
 
@@ -63,8 +69,16 @@ def eval_command(
     from producers.controller.heldout import HELDOUT_PER_GROUP
 
     groups = HELDOUT_PER_GROUP if heldout else per_group
-    asyncio.run(_evaluate(get_settings(), split, suite, version, limit, seed, max_steps,
+    if report is not None and heldout:
+        if suite == Suite.ALL:
+            raise typer.BadParameter("--report with --heldout: name one --suite (each suite "
+                                     "has its own size), or give --per-group")
+        per_group = HELDOUT_PER_GROUP[suite]
+    settings = get_settings()
+    asyncio.run(_evaluate(settings, split, suite, version, limit, seed, max_steps,
                           groups, baseline))
+    if report is not None:
+        asyncio.run(_report(settings, report, split, suite, seed, per_group))
 
 
 async def _evaluate(settings: Settings, splits: list[Split], suite: Suite, version: int | None,
@@ -91,6 +105,18 @@ async def _evaluate(settings: Settings, splits: list[Split], suite: Suite, versi
                                           max_steps=max_steps)
         except ValueError as err:  # nothing to evaluate
             raise typer.BadParameter(str(err)) from None
+
+
+async def _report(settings: Settings, out: Path, splits: list[Split], suite: Suite,
+                  seed: int, per_group: int | None) -> None:
+    from producers.controller.rollout import served_now
+    from producers.controller.summary import heldout_report
+    from webgym_common.stream.bus import EventProducer
+
+    async with EventProducer(settings, client_id="evaluation-report") as producer:
+        newest = await served_now(settings, producer)
+        await heldout_report(settings, producer, range(newest + 1), {}, out, console,
+                             suite=suite, splits=splits, seed=seed, per_group=per_group)
 
 
 async def _check_listed(settings: Settings, version: int) -> None:

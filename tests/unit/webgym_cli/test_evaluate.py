@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 from producers.controller.heldout import HELDOUT_PER_GROUP
 from webgym_cli import evaluate
 from webgym_cli.main import app
+from webgym_common.choices import Split, Suite
 
 
 @pytest.fixture
@@ -47,4 +49,30 @@ def test_the_baseline_runs_on_the_held_out_set(runner: CliRunner,
 def test_conflicting_selections_are_refused(runner: CliRunner, calls: list[tuple[Any, ...]],
                                             flags: list[str]) -> None:
     result = runner.invoke(app, ["eval", *flags])
+    assert result.exit_code == 2 and not calls, result.output
+
+
+@pytest.mark.parametrize(("flags", "per_group"), [
+    (["--per-group", "8", "--suite", "sandbox"], 8),
+    (["--heldout", "--suite", "sandbox"], HELDOUT_PER_GROUP[Suite.SANDBOX]),
+    (["--limit", "20"], None)])
+def test_the_report_covers_the_selection_evaluated(
+        runner: CliRunner, calls: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, flags: list[str], per_group: int | None) -> None:
+    reports: list[tuple[Any, ...]] = []
+
+    async def fake_report(*args: Any) -> None:
+        reports.append(args)
+
+    monkeypatch.setattr(evaluate, "_report", fake_report)
+    result = runner.invoke(app, ["eval", *flags, "--seed", "3", "--report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (_, out, splits, _, seed, groups), = reports
+    assert (out, splits, seed, groups) == (tmp_path, [Split.TEST], 3, per_group)
+    assert len(calls) == 1  # the evaluation ran first
+
+
+def test_a_report_of_every_suites_own_held_out_size_is_refused(
+        runner: CliRunner, calls: list[tuple[Any, ...]], tmp_path: Path) -> None:
+    result = runner.invoke(app, ["eval", "--heldout", "--report", str(tmp_path)])
     assert result.exit_code == 2 and not calls, result.output
