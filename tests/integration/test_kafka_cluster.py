@@ -254,8 +254,9 @@ async def test_an_iteration_on_the_cluster_survives_a_broker_killed_mid_way(
     finally:
         for p in procs:
             p.stop()
-    assert closed.requested == len(tasks) and closed.completed == len(tasks)
-    assert len(requested) == len(tasks) and set(requested.values()) == {1}
+    assert closed.requested == len(tasks) and closed.completed == len(tasks), (
+        closed, [p.log_text()[-1500:] for p in procs])
+    assert len(requested) == len(tasks) and set(requested.values()) == {1}, requested
     assert completed == requested, "each episode completed exactly once"
     assert scored == requested, "each episode scored exactly once"
     await stack.up(s)  # the killed node back, for whatever runs next
