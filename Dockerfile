@@ -100,6 +100,10 @@ RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
  && python /opt/cpu_requirements.py > /tmp/requirements.txt \
  && pip install -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt
+# Our vLLM plugin: LoRA operators that make a trained version as fast as the base model on
+# the CPU (infra/vllm/cpu_lora; the bare-machine venv installs it the same way).
+COPY infra/vllm/cpu_lora /opt/cpu_lora
+RUN pip install --no-deps --no-build-isolation /opt/cpu_lora && rm -rf /opt/cpu_lora
 RUN useradd --create-home --uid 10001 vllm
 USER vllm
 # The model comes from a volume (docker-compose.local.yml mounts it at /models/policy).

