@@ -57,3 +57,29 @@ def test_the_main_job_ends_naming_its_results_what_still_runs_and_how_to_stop_it
     teacher = rollout.closing_lines(load_settings(policy={"kind": "teacher"}), tmp_path, [],
                                     None, [])
     assert "vLLM" not in "\n".join(teacher) and "pipeline: nothing" in "\n".join(teacher)
+
+
+def test_the_curve_by_default_is_the_measured_miniwob_recipe(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from webgym_common.choices import Split, Suite
+
+    calls: list[tuple[Any, tuple, dict]] = []
+    monkeypatch.setattr(rollout, "_main_job",
+                        lambda settings, *args, **kwargs: calls.append((settings, args, kwargs)))
+    result = runner.invoke(app, ["curve", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    settings, (tasks, monitor, bank, suites, per_iteration, iterations, out), kwargs = calls[0]
+    assert (bank, suites, per_iteration, iterations, out) == (
+        510, [Suite.MINIWOB], 16, 3, tmp_path)
+    assert kwargs == {"from_scratch": True} and not monitor
+    assert settings.rollout.eval_suite == Suite.MINIWOB
+    assert list(settings.rollout.eval_splits) == [Split.TEST]
+    assert (settings.rollout.eval_per_group, settings.rollout.eval_max_steps) == (5, 8)
+    assert settings.trainer.max_steps == 96 and settings.rollout.train
+    assert settings.rollout.demonstration_share == 0.0  # demonstrations come from the bank
+
+    runner.invoke(app, ["curve", "--suite", "all", "--train-steps", "650"])
+    settings, args, _ = calls[1]
+    assert args[3] == [Suite.MINIWOB, Suite.SANDBOX]
+    assert settings.trainer.run_timeout_s >= 650 * rollout.RUN_S_PER_STEP
