@@ -70,8 +70,8 @@ measures and how.
   and 16 in flight with prefix caching off (the baseline) and on (the default).
 - **LoRA serving** (`bench.lora_serving`): a trained version (a rank-16 adapter on every
   linear layer, as the trainer makes them) against the base model on the same CPU vLLM, a
-  sandbox-sized page, with vLLM's own CPU LoRA operators (the baseline) and with our
-  plugin's (infra/vllm/cpu_lora, the default).
+  full page view (~570 prompt tokens), with vLLM's own CPU LoRA operators (the baseline)
+  and with our plugin's (infra/vllm/cpu_lora, the default).
 
 The machine line lists the CPU's vector extensions because the same vLLM server runs
 several times faster with AVX-512 than with AVX2 only. Two findings that shaped defaults

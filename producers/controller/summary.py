@@ -28,7 +28,13 @@ from producers.controller.outcomes import TaskOutcome, task_outcomes
 from producers.controller.report import CurveRow, curve_rows, write_curve
 from webgym_common.choices import Split, Suite
 from webgym_common.config import Settings
-from webgym_common.events import EpisodeScored, EvaluationResult, ModelVersion, RolloutMetrics
+from webgym_common.events import (
+    EpisodeScored,
+    EvaluationResult,
+    ModelVersion,
+    RolloutMetrics,
+    TrainingProgress,
+)
 from webgym_common.metrics import policy_episodes
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_compacted, read_to_end
@@ -69,6 +75,17 @@ def summary_table(rows: Sequence[CurveRow], trained_on: Mapping[int, int],
     return table
 
 
+def rows_trained_on(model: str, events: Iterable[object]) -> dict[int, int]:
+    """Version -> the rows its run trained on, from the runs' finished progress events
+    (webgym.training keeps every run) and the published versions (webgym.models is
+    compacted by model name: it may hold only the latest)."""
+    out = {e.version: e.samples for e in events
+           if isinstance(e, TrainingProgress) and e.state == "finished"}
+    out |= {e.version: int(e.metrics.get("samples", 0)) for e in events
+            if isinstance(e, ModelVersion) and e.model_name == model}
+    return out
+
+
 async def read_all(settings: Settings, producer: EventProducer, topic: Topic) -> list:
     async with EventConsumer(settings, [topic], None, producer, client_id="summary") as c:
         return [r.event for r in await read_to_end(c)]
@@ -97,9 +114,8 @@ async def heldout_report(settings: Settings, producer: EventProducer, versions: 
     outcomes: list[TaskOutcome] = [o for r in results
                                    for o in task_outcomes(r, scored, catalog)]
     rows = curve_rows(results, outcomes)
-    trained_on = {v.version: int(v.metrics.get("samples", 0))
-                  for v in await read_all(settings, producer, Topic.MODELS)
-                  if isinstance(v, ModelVersion) and v.model_name == model}
+    trained_on = rows_trained_on(model, [*await read_all(settings, producer, Topic.TRAINING),
+                                         *await read_all(settings, producer, Topic.MODELS)])
     console.print(summary_table(rows, trained_on, train))
     paths = write_curve(rows, out_dir, outcomes, title=f"{model}: held-out success")
     console.print(f"held-out results: {', '.join(str(p) for p in paths)}", highlight=False)

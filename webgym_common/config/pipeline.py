@@ -256,9 +256,9 @@ class RolloutSettings(BaseModel):
     # The scripted baseline (click the marks in order, then answer) on the same set, once.
     eval_baseline: bool = True
     eval_max_steps: int | None = Field(None, ge=1, description="caps evaluation episodes")
-    # A held-out episode is capped by its steps; its deadline only ends a hung one. A trained
-    # version answers ~3x slower than the base model on the CPU (LoRA), so a deadline as short
-    # as a training episode's would score the server's speed, not the version's skill.
+    # A held-out episode is capped by its steps; its deadline only ends a hung one: a deadline
+    # as short as a training episode's would score the machine's speed (a busy CPU, a LoRA
+    # path without fast kernels), not the version's skill.
     eval_timeout_minutes: float = Field(30.0, gt=0)
     # The loop trains: iteration i starts once the model server serves version
     # i - trainer.max_staleness (producers.controller.iteration.version_needed).
