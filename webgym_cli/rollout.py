@@ -126,6 +126,9 @@ def curve(
     per_group: int = typer.Option(
         5, help="Held-out tasks per environment / template (MiniWoB++ test: 135 tasks)."),
     eval_max_steps: int = typer.Option(8, help="Caps each held-out episode's steps."),
+    episode_minutes: float = typer.Option(
+        5.0, help="Training episodes end (timed out) after this long; an iteration waits for "
+        "its last one (held-out episodes end at their step cap)."),
     suite: Suite = typer.Option(
         Suite.MINIWOB, help="The suite of the bank and the held-out set (all: both; the "
         "sandbox's curve needs a longer warm start, --train-steps 650)."),
@@ -147,7 +150,7 @@ def curve(
     Example: webgym curve --iterations 3 --out docs/learning-curve"""
     settings = settings_with(policy={"kind": PolicyKind.VLLM},
                              rollout={"train": True, "demonstration_share": 0.0,
-                                      "task_timeout_minutes": 5.0, "eval_every": 1,
+                                      "task_timeout_minutes": episode_minutes, "eval_every": 1,
                                       "eval_per_group": per_group, "eval_suite": suite,
                                       "eval_splits": [Split.TEST],
                                       "eval_max_steps": eval_max_steps},

@@ -78,8 +78,11 @@ def test_the_curve_by_default_is_the_measured_miniwob_recipe(
     assert (settings.rollout.eval_per_group, settings.rollout.eval_max_steps) == (5, 8)
     assert settings.trainer.max_steps == 96 and settings.rollout.train
     assert settings.rollout.demonstration_share == 0.0  # demonstrations come from the bank
+    assert settings.rollout.task_timeout_minutes == 5.0
 
-    runner.invoke(app, ["curve", "--suite", "all", "--train-steps", "650"])
+    runner.invoke(app, ["curve", "--suite", "all", "--train-steps", "650",
+                        "--episode-minutes", "4"])
     settings, args, _ = calls[1]
+    assert settings.rollout.task_timeout_minutes == 4.0
     assert args[3] == [Suite.MINIWOB, Suite.SANDBOX]
     assert settings.trainer.run_timeout_s >= 650 * rollout.RUN_S_PER_STEP
