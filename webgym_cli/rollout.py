@@ -138,8 +138,7 @@ def curve(
         help="A Hugging Face model directory to serve and train instead of SmolLM2-135M "
         "(with WEBGYM_TRAINER__TEMPLATE, its LLaMA-Factory chat template)."),
 ) -> None:
-    """The learning curve on a fixed held-out set: MiniWoB++ (~76 min on 2 cores), the sandbox
-    or both.
+    """The learning curve on a fixed held-out set (MiniWoB++ by default, ~76 min on 2 cores).
 
     The demonstration bank, the loop, and the baseline, v0 and every trained version on
     the suite's test split.

@@ -119,5 +119,6 @@ def register() -> None:
         setattr(module, PATCHED, True)
         patched.append(module.__name__)
     if patched:
-        init_logger(__name__).info("webgym_cpu_lora: grouped LoRA operators in %s",
-                                   ", ".join(patched))
+        # Under "vllm.": vLLM's logging configuration handles that tree only.
+        init_logger(f"vllm.{__name__}").info("webgym_cpu_lora: grouped LoRA operators in %s",
+                                             ", ".join(patched))
