@@ -4,10 +4,11 @@ vLLM's CPU LoRA path (`vllm.lora.ops.torch_ops`) gathers each token's adapter ma
 (`weights[indices]`, one [out, in] copy per token) and contracts it with an einsum. For a
 prefill of 1,500 tokens through a 1,536 x 16 projection that copies ~74 MB per operator,
 for each of the ~210 adapted layers of every forward pass: on 2 cores a trained version
-answered ~3x slower than the base model. Tokens of a batch use one or two adapters, so
-these operators group the tokens by adapter and apply each adapter with one matmul: the
-same numbers (the same rows through the same matrices, negative indices picking the last
-slot as the originals do) at the cost of a dense matmul.
+answered 6x slower than the base model on ~570-token prompts (bench/lora_serving.py).
+Tokens of a batch use one or two adapters, so these operators group the tokens by adapter
+and apply each adapter with one matmul: the same numbers (the same rows through the same
+matrices, negative indices picking the last slot as the originals do) at the cost of a
+dense matmul.
 
 vLLM calls `register()` in every process it starts (API server, engine core, workers);
 it is idempotent.
