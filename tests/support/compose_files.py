@@ -126,3 +126,15 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
         instructions.append((keyword.upper(), args.strip()))
         current = ""
     return instructions
+
+
+def volume_mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Each mounted volume or path (source) and where it is mounted (target)."""
+    mounts = {}
+    for vol in service.get("volumes") or []:
+        if isinstance(vol, dict):
+            mounts[str(vol.get("source"))] = str(vol.get("target"))
+        else:
+            source, target = str(vol).split(":")[:2]
+            mounts[source] = target
+    return mounts

@@ -7,7 +7,8 @@ from typing import Any
 
 import yaml
 
-from tests.unit.test_compose import ROOT, as_argv, compose, environment, services
+from tests.support.compose_files import ROOT, as_argv, environment
+from tests.unit.test_compose import compose, services
 
 __all__ = ["compose", "services"]  # the main file's fixtures, used here too
 
