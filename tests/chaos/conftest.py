@@ -20,8 +20,9 @@ import pytest
 import pytest_asyncio
 
 from infra import stack
-from tests.chaos.harness import RESULTS, Options, Run
+from tests.chaos.harness import RESULTS, Run
 from tests.chaos.outcomes import COLUMNS, markdown, row
+from tests.chaos.scenario import Options
 from tests.integration.conftest import stack_settings
 from webgym_common.config import Settings
 

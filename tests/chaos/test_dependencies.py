@@ -15,7 +15,8 @@ import pytest
 from infra import stack
 from infra.procs import InfraError, free_port
 from tests.chaos.faults import broker_restart, minio_outage, vllm_outage
-from tests.chaos.harness import Options, Run, assert_exactly_once, play
+from tests.chaos.harness import Run, assert_exactly_once, play
+from tests.chaos.scenario import Options
 from webgym_common.config import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos,

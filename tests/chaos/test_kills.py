@@ -13,7 +13,8 @@ from collections.abc import Callable
 import pytest
 
 from tests.chaos.faults import kill_and_restart
-from tests.chaos.harness import Options, Run, assert_exactly_once, play
+from tests.chaos.harness import Run, assert_exactly_once, play
+from tests.chaos.scenario import Options
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos,
               pytest.mark.asyncio(loop_scope="session")]

@@ -30,8 +30,9 @@ from infra.procs import free_port
 from infra.sandbox.app import TASKS_FILE
 from infra.vllm_server import ensure_model
 from producers.catalog import run_tasks_load
-from tests.chaos.harness import CHAOS_TASKS, Options, chaos_settings, observe, read_topic
 from tests.chaos.outcomes import markdown, tally
+from tests.chaos.scenario import CHAOS_TASKS, Options, chaos_settings
+from tests.chaos.topics import observe, read_topic
 from tests.support.compose import ROOT, Compose, engine_problem
 from webgym_common.config import Settings, get_settings, settings_env
 from webgym_common.topics import Topic
