@@ -73,8 +73,8 @@ from bench.scale_counts import (
 )
 from bench.synthetic import MARKS, Router, observation, synthetic_task
 from infra import stack
-from tests.chaos.harness import read_events
 from tests.chaos.outcomes import Tally
+from tests.chaos.topics import read_events
 from tests.support.launch import PipelineProcess
 from webgym_common.choices import PolicyKind
 from webgym_common.config import Settings, get_settings
