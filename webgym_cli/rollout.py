@@ -129,6 +129,8 @@ def curve(
     episode_minutes: float = typer.Option(
         5.0, help="Training episodes end (timed out) after this long; an iteration waits for "
         "its last one (held-out episodes end at their step cap)."),
+    train_max_steps: int = typer.Option(
+        8, help="Caps each training episode's steps (a policy that loops ends sooner)."),
     suite: Suite = typer.Option(
         Suite.MINIWOB, help="The suite of the bank and the held-out set (all: both; the "
         "sandbox's curve needs a longer warm start, --train-steps 650)."),
@@ -138,7 +140,7 @@ def curve(
         help="A Hugging Face model directory to serve and train instead of SmolLM2-135M "
         "(with WEBGYM_TRAINER__TEMPLATE, its LLaMA-Factory chat template)."),
 ) -> None:
-    """The learning curve on a fixed held-out set (MiniWoB++ by default, ~76 min on 2 cores).
+    """The learning curve on a fixed held-out set (MiniWoB++ by default, ~66 min on 2 cores).
 
     The demonstration bank, the loop, and the baseline, v0 and every trained version on
     the suite's test split.
@@ -149,7 +151,8 @@ def curve(
     Example: webgym curve --iterations 3 --out docs/learning-curve"""
     settings = settings_with(policy={"kind": PolicyKind.VLLM},
                              rollout={"train": True, "demonstration_share": 0.0,
-                                      "task_timeout_minutes": episode_minutes, "eval_every": 1,
+                                      "task_timeout_minutes": episode_minutes,
+                                      "train_max_steps": train_max_steps, "eval_every": 1,
                                       "eval_per_group": per_group, "eval_suite": suite,
                                       "eval_splits": [Split.TEST],
                                       "eval_max_steps": eval_max_steps},

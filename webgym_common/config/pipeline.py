@@ -225,6 +225,10 @@ class RolloutSettings(BaseModel):
         default_factory=lambda: {Band.EASY: 0.4, Band.MEDIUM: 0.4, Band.HARD: 0.2}
     )
     task_timeout_minutes: float = Field(20.0, gt=0)
+    # A policy episode that loops without answering runs to its step limit (30 for a hard
+    # task) or its deadline, and its iteration waits for it: a cap ends it sooner. Not for
+    # demonstrations, which replay every reference action.
+    train_max_steps: int | None = Field(None, ge=1, description="caps policy episodes' steps")
     completion_threshold: float = Field(0.95, gt=0, le=1)
     grace_period_s: float = Field(60.0, ge=0)
     # A cancelled straggler gets this long to report before the iteration closes without it.

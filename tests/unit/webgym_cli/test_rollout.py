@@ -79,10 +79,12 @@ def test_the_curve_by_default_is_the_measured_miniwob_recipe(
     assert settings.trainer.max_steps == 96 and settings.rollout.train
     assert settings.rollout.demonstration_share == 0.0  # demonstrations come from the bank
     assert settings.rollout.task_timeout_minutes == 5.0
+    assert settings.rollout.train_max_steps == 8
 
     runner.invoke(app, ["curve", "--suite", "all", "--train-steps", "650",
-                        "--episode-minutes", "4"])
+                        "--episode-minutes", "4", "--train-max-steps", "12"])
     settings, args, _ = calls[1]
     assert settings.rollout.task_timeout_minutes == 4.0
+    assert settings.rollout.train_max_steps == 12
     assert args[3] == [Suite.MINIWOB, Suite.SANDBOX]
     assert settings.trainer.run_timeout_s >= 650 * rollout.RUN_S_PER_STEP

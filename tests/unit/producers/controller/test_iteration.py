@@ -36,7 +36,7 @@ from producers.controller.iteration import (
     version_needed,
 )
 from tests.factories import sample_event
-from webgym_common.config import load_settings
+from webgym_common.config import RolloutSettings, load_settings
 from webgym_common.events import (
     DomainBlocked,
     EpisodeCompleted,
@@ -267,6 +267,17 @@ def test_a_tasks_own_step_limit_wins_over_the_band_limit() -> None:
     assert make_request(settings, "train-it0-0000-t", base, 0, "train", "base").max_steps == 30
     own = base.model_copy(update={"max_steps": 5})
     assert make_request(settings, "train-it0-0000-t", own, 0, "train", "base").max_steps == 5
+
+
+def test_a_step_cap_ends_policy_episodes_sooner_but_never_a_demonstration() -> None:
+    settings = load_settings().model_copy(update={"rollout": RolloutSettings(train_max_steps=8)})
+    base = Task(task_id="t", task_name="n", domain="d", website="w", difficulty=8)
+    assert make_request(settings, "train-it0-0000-t", base, 0, "train", "v1").max_steps == 8
+    own = base.model_copy(update={"max_steps": 5})
+    assert make_request(settings, "train-it0-0000-t", own, 0, "train", "v1").max_steps == 5
+    refs = base.model_copy(update={"reference_actions": [ReferenceAction(action="CLICK")] * 9})
+    demo = make_request(settings, demonstration_id("train", 0, 0, "t"), refs, 0, "train", "v1")
+    assert demo.demonstration and demo.max_steps == 30
 
 
 def test_the_close_line_counts_the_policys_successes_and_the_demonstrations_apart() -> None:
