@@ -173,11 +173,11 @@ def make_request(settings: Settings, eid: str, task: Task, iteration: int, split
                  version: str) -> EpisodeRequested:
     timeout = timedelta(minutes=settings.rollout.task_timeout_minutes)
     demo = is_demonstration(eid, task, split, settings.rollout.demonstration_share)
-    steps, cap = task.max_steps or max_steps_for(task.difficulty, split), \
-        settings.rollout.train_max_steps
+    steps = task.max_steps or max_steps_for(task.difficulty, split)
+    cap = None if demo else settings.rollout.train_max_steps  # a demonstration replays them all
     return EpisodeRequested(
         episode_id=eid, task=task, iteration=iteration, split=split,
-        max_steps=min(steps, cap) if cap and not demo else steps,
+        max_steps=min(steps, cap) if cap else steps,
         deadline=utc_now() + timeout,
         policy_version=DEMONSTRATION_VERSION if demo else version,
         interaction_mode=settings.rollout.interaction_mode, demonstration=demo,
