@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,14 @@ from faust.types import TP
 from infra.procs import free_port
 from processors.evaluator.catchup import EndOffsets
 from producers.drive_reference import episode_request
-from tests.support.evaluator import TASKS, ready, scores_for, start_evaluator
+from tests.support.evaluator import (
+    TASKS,
+    answered_tasks,
+    publish_all,
+    ready,
+    scores_for,
+    start_evaluator,
+)
 from tests.support.launch import PipelineProcess
 from webgym_common.agent.actions import format_action, parse_action
 from webgym_common.choices import JudgeKind
@@ -62,20 +68,6 @@ def hand_episode(task: Task, steps: int, tree_chars: int = 400, iteration: int =
         episode_id=eid, task_id=task.task_id, iteration=iteration, split="test", steps=steps,
         termination="answer", answer=task.definite_answer, started_at=utc_now())))
     return eid, events
-
-
-async def publish_all(producer: EventProducer,
-                      events: Sequence[tuple[Topic, Event]]) -> None:
-    """Publish in order without a round trip per event (thousands of them)."""
-    sent = [await producer.producer.send(producer.topic(topic), producer.codec.encode(event),
-                                         key=event.episode_id.encode())
-            for topic, event in events]
-    async with asyncio.timeout(120):
-        await asyncio.gather(*sent)
-
-
-def answered_tasks() -> list[Task]:
-    return [t for t in TASKS.values() if t.definite_answer and t.domain != "sandbox-hostile"]
 
 
 async def test_a_restart_with_a_backlog_scores_every_episode_from_its_full_trajectory(

@@ -1,18 +1,18 @@
 """Starting real evaluator processes and reading their scores, for the evaluator's
 integration tests (the pipeline's episodes: test_evaluator.py; hand-published trajectories,
-restarts and poison: test_evaluator_recovery.py)."""
+restarts and poison: test_evaluator_recovery.py), and publishing events by hand."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from tests.support.launch import PipelineProcess
 from webgym_common.config import Settings
-from webgym_common.events import EpisodeRequested, EpisodeScored
+from webgym_common.events import EpisodeRequested, EpisodeScored, Event, Task
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.tasks import read_task_file
 from webgym_common.topics import Topic
@@ -69,3 +69,17 @@ async def scores_for(settings: Settings, producer: EventProducer, episode_ids: l
                 if done_at is None and all(scores.values()):
                     done_at = clock()
     return scores
+
+
+async def publish_all(producer: EventProducer,
+                      events: Sequence[tuple[Topic, Event]]) -> None:
+    """Publish in order without a round trip per event (thousands of them)."""
+    sent = [await producer.producer.send(producer.topic(topic), producer.codec.encode(event),
+                                         key=event.episode_id.encode())
+            for topic, event in events]
+    async with asyncio.timeout(120):
+        await asyncio.gather(*sent)
+
+
+def answered_tasks() -> list[Task]:
+    return [t for t in TASKS.values() if t.definite_answer and t.domain != "sandbox-hostile"]
