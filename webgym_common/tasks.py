@@ -168,6 +168,13 @@ def max_steps_for(difficulty: int, split: str) -> int:
     return _STEP_LIMITS["train" if split == "train" else "test"][band_of(difficulty)]
 
 
+def step_limit(task: Task, split: str, cap: int | None = None) -> int:
+    """An episode's step limit: the task's own, else WebGym's for its band and split; at most
+    `cap` when one is given."""
+    steps = task.max_steps or max_steps_for(task.difficulty, split)
+    return min(steps, cap) if cap else steps
+
+
 def suite_of(task: Task) -> Suite:
     """MiniWoB++ pages, the sandbox sites (benchmark webgym-sandbox*), or any other web task."""
     if task.environment is not None and task.environment.kind == Suite.MINIWOB:

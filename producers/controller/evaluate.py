@@ -50,7 +50,7 @@ from webgym_common.events import EpisodeRequested, EpisodeScored, EvaluationResu
 from webgym_common.history import is_judged, is_success
 from webgym_common.stream.bus import EventProducer
 from webgym_common.stream.readers import read_compacted
-from webgym_common.tasks import in_split, in_suite, max_steps_for
+from webgym_common.tasks import in_split, in_suite, step_limit
 from webgym_common.topics import Topic
 from webgym_common.versions import BASELINE_VERSION, version_tag
 
@@ -121,10 +121,9 @@ def evaluation_episode_id(split: Split, version: int, suite: Suite, seed: int, i
 def evaluation_request(settings: Settings, eid: str, task: Task, split: Split, version: int,
                        max_steps: int | None) -> EpisodeRequested:
     """An evaluation episode: the task's own step limit (else WebGym's test limit), capped."""
-    steps = task.max_steps or max_steps_for(task.difficulty, split)
     return EpisodeRequested(
         episode_id=eid, task=task, iteration=EVAL_ITERATION, split=split,
-        max_steps=min(steps, max_steps) if max_steps else steps,
+        max_steps=step_limit(task, split, max_steps),
         deadline=utc_now() + timedelta(minutes=settings.rollout.eval_timeout_minutes),
         policy_version=requested_tag(version), interaction_mode=settings.rollout.interaction_mode,
     )

@@ -33,7 +33,7 @@ from webgym_common.events import (
     utc_now,
 )
 from webgym_common.history import is_judged, is_success
-from webgym_common.tasks import in_split, max_steps_for
+from webgym_common.tasks import in_split, step_limit
 from webgym_common.versions import DEMONSTRATION_VERSION, is_demonstration_version
 
 
@@ -173,11 +173,10 @@ def make_request(settings: Settings, eid: str, task: Task, iteration: int, split
                  version: str) -> EpisodeRequested:
     timeout = timedelta(minutes=settings.rollout.task_timeout_minutes)
     demo = is_demonstration(eid, task, split, settings.rollout.demonstration_share)
-    steps = task.max_steps or max_steps_for(task.difficulty, split)
     cap = None if demo else settings.rollout.train_max_steps  # a demonstration replays them all
     return EpisodeRequested(
         episode_id=eid, task=task, iteration=iteration, split=split,
-        max_steps=min(steps, cap) if cap else steps,
+        max_steps=step_limit(task, split, cap),
         deadline=utc_now() + timeout,
         policy_version=DEMONSTRATION_VERSION if demo else version,
         interaction_mode=settings.rollout.interaction_mode, demonstration=demo,

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from webgym_common.tasks import TaskLineError, fact_groups, parse_task_line, read_task_file
+from webgym_common.events import Task
+from webgym_common.tasks import (
+    TaskLineError,
+    fact_groups,
+    parse_task_line,
+    read_task_file,
+    step_limit,
+)
 
 BASE = {"task_name": "Find the opening hours", "domain": "travel", "subdomain": "museums",
         "website": "www.example-museum.org", "difficulty": 4}
@@ -77,3 +84,11 @@ def test_repeats_of_a_task_are_reported_with_the_line_they_repeat(tmp_path: Path
         (3, "a repeat of line "), (5, "not JSON: Expecti")]
     assert "line 1" in bad[0].reason
     assert progress[-1] == (5, path.stat().st_size)
+
+
+def test_the_step_limit_is_the_tasks_own_else_the_bands_and_at_most_the_cap() -> None:
+    hard = Task(task_id="t", task_name="n", domain="d", website="w", difficulty=8)
+    assert (step_limit(hard, "train"), step_limit(hard, "test")) == (30, 70)
+    assert step_limit(hard, "test", cap=8) == 8
+    own = hard.model_copy(update={"max_steps": 5})
+    assert (step_limit(own, "test"), step_limit(own, "train", cap=8)) == (5, 5)
