@@ -28,11 +28,13 @@ class InteractionMode(StrEnum):
 
 
 class Split(StrEnum):
-    """A task's split (Task.split; none: any split). Values hold no "-": episode ids join on it."""
+    """A task's split (Task.split; a task without one is never drawn). Values hold no "-":
+    episode ids join on it."""
 
     TRAIN = "train"
     TEST = "test"  # held out by entity (sandbox) or by seed (MiniWoB++)
     OOD = "ood"  # held-out templates / environments: WebGym's out-of-distribution test set
+    VALIDATION = "validation"  # its own seeds / entities: for choosing recipes, never reported
 
 
 class WandbMode(StrEnum):

@@ -6,4 +6,4 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-Split: TypeAlias = Literal["train", "test", "ood"]
+Split: TypeAlias = Literal["train", "test", "ood", "validation"]

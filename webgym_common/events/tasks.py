@@ -77,8 +77,9 @@ class Task(Event):
     reference_actions: list[ReferenceAction] = Field(default_factory=list)
     # Any other fields of the task line, as JSON, so nothing is lost.
     extra_json: str | None = None
-    # train, test (held-out entities or seeds) or ood (held-out templates or environments); null:
-    # any split (hand-written tasks, files without splits).
+    # train, validation (its own seeds or entities, for choosing recipes), test (held-out entities
+    # or seeds) or ood (held-out templates or environments); null only in logs written before every
+    # task had one: such a task is never drawn.
     split: str | None = None
     environment: PageEnvironment | None = None
 
