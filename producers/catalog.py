@@ -1,7 +1,8 @@
 """The task catalog: JSONL task files into the compacted webgym.tasks topic, and back.
 
-`webgym tasks load FILE.jsonl` validates every line; a bad line is reported with
-its number and reason and skipped, the good ones are published keyed by task_id.
+`webgym tasks load FILE.jsonl [--split SPLIT]` validates every line; a bad line (a line
+without a split when the file is given none among them) is reported with its number and
+reason and skipped, the good ones are published keyed by task_id.
 Because the topic is compacted, loading a file again replaces each task with its
 latest version, and `load_task_catalog` (read to the end, latest record per key)
 is the catalog the controller samples from.
@@ -19,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from webgym_common.choices import Split
 from webgym_common.config import Settings
 from webgym_common.events import Event, Task
 from webgym_common.stream.bus import EventProducer
@@ -49,10 +51,11 @@ class LoadReport:
         return self.lines / self.seconds if self.seconds > 0 else 0.0
 
 
-async def load_tasks(path: Path, producer: Publisher, progress: Progress | None = None
-                     ) -> LoadReport:
+async def load_tasks(path: Path, producer: Publisher, progress: Progress | None = None,
+                     split: Split | None = None) -> LoadReport:
     """Validate a task file and publish its good lines to webgym.tasks (key: task_id);
-    `progress` gets a bar for reading (bytes) and one for publishing (tasks)."""
+    `split` is the file's, for lines that name none; `progress` gets a bar for reading
+    (bytes) and one for publishing (tasks)."""
     started = time.perf_counter()
     report = LoadReport(path)
     size = (await asyncio.to_thread(path.stat)).st_size
@@ -64,7 +67,7 @@ async def load_tasks(path: Path, producer: Publisher, progress: Progress | None 
             progress.update(reading, completed=done, description=f"reading: {lines:,} lines")
 
     # In a thread: a 300k-line file takes seconds, and the loop keeps the producer alive.
-    tasks, report.bad = await asyncio.to_thread(read_task_file, path, on_lines)
+    tasks, report.bad = await asyncio.to_thread(read_task_file, path, on_lines, split)
     # A task id repeated in the file: the last line wins, as it would on the topic.
     # Deduplicating first means concurrent publishes never race on one key.
     latest: dict[str, Task] = {}
@@ -103,11 +106,12 @@ def print_load_report(report: LoadReport, topic: str, console: Console) -> None:
             f"({report.lines_per_s:,.0f} lines/s)")
 
 
-async def run_tasks_load(settings: Settings, path: Path, console: Console) -> LoadReport:
+async def run_tasks_load(settings: Settings, path: Path, console: Console,
+                         split: Split | None = None) -> LoadReport:
     async with EventProducer(settings, client_id="catalog") as producer:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
-            report = await load_tasks(path, producer, progress)
+            report = await load_tasks(path, producer, progress, split)
         print_load_report(report, producer.topic(Topic.TASKS), console)
     return report
 

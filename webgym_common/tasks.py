@@ -3,6 +3,12 @@
 A bad line is reported with its number and reason and skipped; the rest load.
 Fields the schema does not know are kept in `extra_json` so nothing is lost.
 
+Every task has a split (train, validation, test or ood). WebGym keeps train and test in
+separate files, so a file's split can be given for its lines that name none
+(`read_task_file(..., split=...)`, `webgym tasks load FILE --split SPLIT`); a line with no
+split of its own and none given is a bad line, and so is one whose split contradicts the
+file's: a task nobody placed must never be counted as train.
+
 WebGym's own task files load unchanged (`normalise`): `task_id` an integer or absent
 (then a stable id from the task's content, so a resumed run finds the same task again),
 `website` without a scheme (https:// is added), `evaluator_reference` as a string, a
@@ -90,7 +96,8 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_task_line(line: str) -> Task:
+def parse_task_line(line: str, split: Split | None = None) -> Task:
+    """One task line; `split` is the file's, for a line that names none."""
     try:
         raw = json.loads(line)
     except json.JSONDecodeError as err:
@@ -110,6 +117,19 @@ def parse_task_line(line: str) -> Task:
         raise TaskLineError(f"field {where}: {first['msg']}") from None
     if not task.task_id.strip() or not task.task_name.strip():
         raise TaskLineError("task_id and task_name must not be empty")
+    return with_split(task, split)
+
+
+def with_split(task: Task, split: Split | None) -> Task:
+    """The task with its split: its own, else the file's; an error when it has neither, or
+    when the two disagree."""
+    if task.split is None and split is None:
+        raise TaskLineError("no split: give the line a \"split\" (" + ", ".join(Split)
+                            + ") or the file one (webgym tasks load FILE --split SPLIT)")
+    if task.split is None:
+        return task.model_copy(update={"split": str(split)})
+    if split is not None and task.split != split:
+        raise TaskLineError(f"split {task.split!r} in a file loaded as {str(split)!r}")
     return task
 
 
@@ -117,10 +137,11 @@ def dedup_key(task: Task) -> tuple[Any, ...]:
     return (task.subdomain, task.website, task.difficulty, task.task_name)
 
 
-def read_task_file(path: Path, on_lines: Callable[[int, int], None] | None = None
-                   ) -> tuple[list[Task], list[BadLine]]:
-    """The file's tasks and its bad lines (repeated tasks are bad lines saying so).
-    `on_lines(lines, bytes)` is told how far the read got, every 1000 lines and at the end."""
+def read_task_file(path: Path, on_lines: Callable[[int, int], None] | None = None,
+                   split: Split | None = None) -> tuple[list[Task], list[BadLine]]:
+    """The file's tasks and its bad lines (repeated tasks are bad lines saying so); `split`
+    is the file's, for lines that name none. `on_lines(lines, bytes)` is told how far the
+    read got, every 1000 lines and at the end."""
     tasks, bad = [], []
     first_line: dict[tuple[Any, ...], int] = {}
     number, done = 0, 0
@@ -130,7 +151,7 @@ def read_task_file(path: Path, on_lines: Callable[[int, int], None] | None = Non
         if not line.strip():
             continue
         try:
-            task = parse_task_line(line)
+            task = parse_task_line(line, split)
         except TaskLineError as err:
             bad.append(BadLine(number, str(err)))
             continue
@@ -188,14 +209,11 @@ def in_suite(task: Task, suite: Suite) -> bool:
     return suite == Suite.ALL or suite_of(task) == suite
 
 
-def in_split(task: Task, split: str, strict: bool = False) -> bool:
-    """Whether a task may run in `split`. A task without a split (hand-written, or a file
-    without splits) runs in train and test iterations alike, as before splits existed;
-    `strict` (evaluations) takes only the tasks marked for the split. OOD is always strict:
-    a task is out of distribution only when someone held it out."""
-    if task.split is not None:
-        return task.split == split
-    return not strict and split in (Split.TRAIN, Split.TEST)
+def in_split(task: Task, split: str) -> bool:
+    """Whether a task may run in `split`: only when it is marked for it. A task without a
+    split (only a log written before task files had to give one) runs in none: it is never
+    counted as train, nor held out."""
+    return task.split is not None and task.split == split
 
 
 def extra_of(task: Task) -> dict[str, Any]:

@@ -290,7 +290,7 @@ async def train_forever(settings: Settings, venv: Path | None, base_model: str) 
     async with EventProducer(settings, client_id="trainer") as producer:
         store = ObjectStore(settings.s3)
         await store.ensure_bucket()
-        topics: list[Topic | str] = [Topic.MODELS, Topic.CONTROL,
+        topics: list[Topic | str] = [Topic.MODELS, Topic.CONTROL, Topic.TASKS,
                                      settings.trainer.replay_topic or Topic.REPLAY]
         async with EventConsumer(settings, topics, None, producer, client_id="trainer") as c:
             trainer = Trainer(settings, producer, store, c, venv, base_model)

@@ -1,10 +1,11 @@
 """The trainer's decisions: its state folded from the log, and which run (if any) comes next.
 
-Pure. The state is three topics read from their beginnings: webgym.replay (samples by id,
+Pure. The state is four topics read from their beginnings: webgym.replay (samples by id,
 the first copy wins: the replay processor may publish a sample twice under its id),
-webgym.control (closed iterations) and webgym.models (the versions published so far: the
+webgym.control (closed iterations), webgym.models (the versions published so far: the
 last one is the parent of the next, and its `trained_on_iterations` / `metrics` say how far
-training got). Nothing else is remembered, so a restarted trainer decides the same way.
+training got) and webgym.tasks (the catalog, for the leak guard). Nothing else is
+remembered, so a restarted trainer decides the same way.
 
 Triggers (settings.trainer.trigger):
 - sync (WebGym): the oldest closed iteration past the newest iteration a version was trained
@@ -19,8 +20,9 @@ Triggers (settings.trainer.trigger):
 
 A planned run draws, from the eligible samples in order (iteration, produced_at, sample id:
 a total order the log fixes, whichever partition is read first), WebGym's recency-biased
-draw (consumers.trainer.draw) seeded by the version number. Eligible: train split, in the
-window (the last N iterations up to the trigger's, the newest `capacity`), fresh enough for
+draw (consumers.trainer.draw) seeded by the version number. Eligible: train split, a task
+the leak guard lets train (webgym_common.leaks, over the catalog: the last check before a
+row reaches a dataset, whatever wrote the replay topic), in the window (the last N iterations up to the trigger's, the newest `capacity`), fresh enough for
 `max_staleness`, and a success unless the mode learns from failures (KTO/DPO) or the replay
 keeps failures for SFT too (`replay.success_only` off).
 
@@ -49,7 +51,8 @@ from consumers.trainer.llamafactory import run_id
 from webgym_common.choices import TrainTrigger
 from webgym_common.config import Settings, TrainerSettings
 from webgym_common.demonstrations import is_bank_sample
-from webgym_common.events import IterationClosed, ModelVersion, ReplaySample
+from webgym_common.events import IterationClosed, ModelVersion, ReplaySample, Task
+from webgym_common.leaks import LeakGuard
 from webgym_common.stream.bus import Received
 
 POOL_END = "pool_end_ms"  # ModelVersion.metrics: the newest sample time of the run's pool
@@ -82,6 +85,7 @@ class TrainerState:
     samples: dict[str, Seen] = field(default_factory=dict)
     closed: dict[int, IterationClosed] = field(default_factory=dict)
     versions: dict[int, ModelVersion] = field(default_factory=dict)
+    catalog: dict[str, Task] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,8 @@ def fold(state: TrainerState, received: Received) -> TrainerState:
         state.closed.setdefault(e.iteration, e)
     elif isinstance(e, ModelVersion) and e.model_name == state.model_name:
         state.versions.setdefault(e.version, e)
+    elif isinstance(e, Task):
+        state.catalog[e.task_id] = e  # compacted: the latest line of a task wins
     return state
 
 
@@ -144,12 +150,14 @@ def pool_end(version: ModelVersion | None) -> int:
     return int(end) if end is not None else int(version.produced_at.timestamp() * 1000)
 
 
-def usable(sample: ReplaySample, settings: Settings, current_version: int) -> bool:
+def usable(sample: ReplaySample, settings: Settings, current_version: int,
+           guard: LeakGuard) -> bool:
     """Could this sample train the successor of `current_version` (window aside)?"""
     learns_failures = settings.trainer.mode.needs_failures or not settings.replay.success_only
     return (sample.split == "train" and (sample.success or learns_failures)
             and fresh_enough(sample.policy_version, current_version,
-                             settings.trainer.max_staleness))
+                             settings.trainer.max_staleness)
+            and guard.trainable(sample.task_id))
 
 
 def bank_draw(bank: list[Seen], policy_rows: int, parent: int, cfg: TrainerSettings,
@@ -171,7 +179,9 @@ def bank_draw(bank: list[Seen], policy_rows: int, parent: int, cfg: TrainerSetti
 def next_run(state: TrainerState, settings: Settings) -> PlannedRun | None:
     """The run to do now, or None (see the module docstring)."""
     parent = last_version(state)
-    usable_samples = [s for s in state.samples.values() if usable(s.sample, settings, parent)]
+    guard = LeakGuard.of(state.catalog)
+    usable_samples = [s for s in state.samples.values()
+                      if usable(s.sample, settings, parent, guard)]
     ordered = sorted((s for s in usable_samples if not is_bank_sample(s.iteration)),
                      key=lambda s: s.order)
     bank = sorted((s for s in usable_samples if is_bank_sample(s.iteration)),

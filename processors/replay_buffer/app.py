@@ -17,6 +17,12 @@ missing or is not chat messages (one dead letter for the episode, naming the ste
 other steps are still published). A commit that fails or hangs is logged and the fold
 goes on: the offset goes with a later commit, or the episode comes again (same ids).
 
+Nothing held out trains: before its steps are kept, the episode's task is put to the leak
+guard (webgym_common.leaks) built from the task catalog (webgym.tasks, read at start and
+again when an episode names a task it does not know yet). A task the guard refuses, or one
+the catalog still does not know, gives no samples (logged, not dead-lettered: the event is
+sound, its task may just not train).
+
 No state of its own: each episode is decided alone, so workers share partitions freely.
 """
 
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
@@ -40,7 +47,8 @@ from processors.replay_buffer.decisions import (
     training_steps,
 )
 from webgym_common.config import ReplaySettings, Settings
-from webgym_common.events import EpisodeScored, ReplaySample
+from webgym_common.events import EpisodeScored, ReplaySample, Task
+from webgym_common.leaks import LeakGuard
 from webgym_common.lifecycle import run_until_signalled
 from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
 from webgym_common.stream.bus import (
@@ -50,6 +58,7 @@ from webgym_common.stream.bus import (
     Received,
     commit_bounded,
 )
+from webgym_common.stream.readers import read_compacted
 from webgym_common.topics import Group, Topic, group_id
 
 log = logging.getLogger(__name__)
@@ -58,6 +67,7 @@ T = TypeVar("T")
 RETRY_MAX_S = 10.0
 REMEMBERED = 100_000  # episodes replayed in this run: redeliveries of them are skipped
 MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject"}
+CATALOG_REREAD_S = 5.0  # an unknown task reads the catalog again, at most this often
 
 
 def transient(err: BaseException) -> bool:
@@ -87,14 +97,41 @@ class BlobStore(Protocol):
     async def get_blob(self, uri: str, verify: bool = True) -> bytes: ...
 
 
+class Catalog(Protocol):
+    async def guard_for(self, task_id: str) -> LeakGuard: ...
+
+
+class TopicCatalog:
+    """The leak guard over webgym.tasks, read again when a task is new to it."""
+
+    def __init__(self, settings: Settings, producer: EventProducer) -> None:
+        self.settings, self.producer = settings, producer
+        self.guard, self.read_at = LeakGuard.of([]), float("-inf")
+
+    async def guard_for(self, task_id: str) -> LeakGuard:
+        if task_id not in self.guard.catalog and (
+                time.monotonic() - self.read_at >= CATALOG_REREAD_S):
+            table = await persistently("reading webgym.tasks", lambda: read_compacted(
+                self.settings, Topic.TASKS, self.producer))
+            self.guard = LeakGuard.of([v for v in table.values() if isinstance(v, Task)])
+            self.read_at = time.monotonic()
+        return self.guard
+
+
 class Replayer:
     def __init__(self, cfg: ReplaySettings, store: BlobStore, producer: EventProducer,
-                 group: str) -> None:
+                 group: str, catalog: Catalog) -> None:
         self.cfg, self.store, self.producer, self.group = cfg, store, producer, group
+        self.catalog = catalog
 
     async def replay(self, received: Received, scored: EpisodeScored) -> int:
         """Publish the episode's samples (and a dead letter for steps that cannot be)."""
         kept = training_steps(scored, self.cfg)
+        if kept and (leaks := (await self.catalog.guard_for(scored.task_id)).reasons(
+                scored.task_id)):
+            log.warning("replay %s: none of its %d steps kept, its task may not train: %s",
+                        scored.episode_id, len(kept), "; ".join(leaks))
+            return 0
         made = await asyncio.gather(*(self.sample(scored, k) for k in kept))
         samples = [s for s in made if isinstance(s, ReplaySample)]
         await asyncio.gather(*(self.publish(s) for s in samples))
@@ -133,7 +170,8 @@ async def replay_scored_episodes(settings: Settings) -> None:
         consumer = EventConsumer(settings, [Topic.EPISODES_SCORED], group, producer,
                                  client_id="replay", listener=Ownership("replay"))
         async with consumer:
-            replayer = Replayer(settings.replay, ObjectStore(settings.s3), producer, group)
+            replayer = Replayer(settings.replay, ObjectStore(settings.s3), producer, group,
+                                TopicCatalog(settings, producer))
             await replay_events(consumer, replayer, settings.kafka.request_timeout_ms / 1000)
 
 

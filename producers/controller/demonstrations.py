@@ -8,10 +8,10 @@ policy processor teacher-forces them with the prompt it would send the model, th
 scores them, and the replay processor publishes their successful steps as ReplaySamples on
 webgym.replay, where the trainer finds them (consumers.trainer.decisions.bank_draw).
 
-The tasks are the train split's tasks with references (`bank_tasks`), `--limit` of them spread
-over the groups (environments, templates) so that a small bank still covers every kind of
-task. Nothing held out can enter: the choice is checked with `held_out_leaks` before any
-request goes out.
+The tasks are the train split's tasks with references that the leak guard lets train
+(`bank_tasks`, webgym_common.leaks), `--limit` of them spread over the groups (environments,
+templates) so that a small bank still covers every kind of task. The choice is checked with
+`held_out_leaks` once more before any request goes out.
 """
 
 from __future__ import annotations
@@ -29,14 +29,10 @@ from producers.controller.iteration import IterationState, Pending
 from producers.controller.rollout import follow, requests_outside_iterations
 from webgym_common.agent.prompts import PROMPT_VERSION
 from webgym_common.config import Settings
-from webgym_common.demonstrations import (
-    BANK_ITERATION,
-    bank_episode_id,
-    bank_tasks,
-    held_out_leaks,
-)
+from webgym_common.demonstrations import BANK_ITERATION, bank_episode_id, bank_tasks
 from webgym_common.events import EpisodeRequested, Task, utc_now
 from webgym_common.history import is_success
+from webgym_common.leaks import held_out_leaks
 from webgym_common.stream.bus import EventProducer
 from webgym_common.tasks import group_of
 from webgym_common.versions import DEMONSTRATION_VERSION

@@ -63,8 +63,8 @@ BASELINE_EVAL_VERSION = -1
 
 
 def is_evaluation_task(task: Task, suite: Suite, split: Split) -> bool:
-    """Of the suite and marked for `split` (strictly: a task without a split is no test task)."""
-    return in_suite(task, suite) and in_split(task, split, strict=True)
+    """Of the suite and marked for `split` (a task without a split is in none)."""
+    return in_suite(task, suite) and in_split(task, split)
 
 
 def evaluation_tasks(catalog: Iterable[Task], suite: Suite, split: Split, limit: int | None,

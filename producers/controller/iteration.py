@@ -33,6 +33,7 @@ from webgym_common.events import (
     utc_now,
 )
 from webgym_common.history import is_judged, is_success
+from webgym_common.leaks import LeakGuard
 from webgym_common.tasks import in_split, step_limit
 from webgym_common.versions import DEMONSTRATION_VERSION, is_demonstration_version
 
@@ -95,8 +96,9 @@ def is_seeded_demonstration(eid: str) -> bool:
 
 def demonstration_tasks(tasks: Sequence[Task], n: int, rng: random.Random) -> list[Task]:
     """`n` training tasks with reference actions to demonstrate (drawn again when fewer)."""
-    pool = sorted((t for t in tasks if t.reference_actions and in_split(t, "train")),
-                  key=lambda t: t.task_id)
+    guard = LeakGuard.of(tasks)
+    pool = sorted((t for t in tasks if t.reference_actions and in_split(t, "train")
+                   and guard.trainable(t.task_id)), key=lambda t: t.task_id)
     out: list[Task] = []
     while pool and len(out) < n:
         out += rng.sample(pool, min(n - len(out), len(pool)))

@@ -3,7 +3,9 @@
 An EvaluationResult is one rate; to tell versions apart it must be opened up. Each
 episode it requested is one task outcome (success only for a judged success: a crash, a
 cancel or a missing score fails, as the result counted it), grouped by MiniWoB++
-environment or sandbox template (webgym_common.tasks.group_of). Two versions are compared on the
+environment or sandbox template (webgym_common.tasks.group_of), and marked novel when its
+reference solution is no train task's (webgym_common.leaks.novel_solution: copying a train
+solution cannot solve it). Two versions are compared on the
 tasks both ran (paired on suite, split and task id) with McNemar's exact test, which
 uses only the tasks exactly one of them solved: the held-out set is fixed, so the
 pairing removes the task-to-task difference in hardness that two rates alone carry.
@@ -19,6 +21,7 @@ from producers.controller.iteration import task_id_of
 from producers.controller.stats import McNemar, mcnemar
 from webgym_common.events import EpisodeScored, EvaluationResult, Task
 from webgym_common.history import is_judged, is_success
+from webgym_common.leaks import novel_solution, train_solutions
 from webgym_common.tasks import group_of
 
 UNKNOWN_GROUP = "?"  # a task the catalog no longer holds
@@ -34,6 +37,7 @@ class TaskOutcome:
     group: str
     task_id: str
     success: bool
+    novel: bool = False  # its solution is no train task's (a task without a reference: not)
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ def task_outcomes(result: EvaluationResult, scored: Iterable[EpisodeScored],
     """The result's episodes (episode_ids) as task outcomes, by task id; `scored` may hold
     other episodes too, `tasks` (task id -> Task) gives each its group."""
     by_id = {s.episode_id: s for s in scored}
+    solutions = train_solutions(tasks.values())
     rows = []
     for eid in result.episode_ids:
         task_id = task_id_of(eid)
@@ -65,7 +70,8 @@ def task_outcomes(result: EvaluationResult, scored: Iterable[EpisodeScored],
         rows.append(TaskOutcome(
             version=result.version, suite=result.suite, split=result.split,
             group=group_of(task) if task is not None else UNKNOWN_GROUP, task_id=task_id,
-            success=s is not None and is_judged(s) and is_success(s.reward)))
+            success=s is not None and is_judged(s) and is_success(s.reward),
+            novel=task is not None and novel_solution(task, solutions)))
     return sorted(rows, key=lambda r: r.task_id)
 
 

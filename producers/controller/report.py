@@ -3,7 +3,9 @@
 One row per evaluation (version, suite, split) with its Wilson interval and, for a
 version other than 0, McNemar's exact p against version 0 on the tasks both ran (the
 same fixed held-out set: outcomes.compare_versions); empty where there is nothing to
-pair. The scripted baseline (version -1, written "baseline") is a row like the others and
+pair. Each row has the same figures again for its novel-solution tasks alone (`novel_*`:
+held-out tasks whose reference solution is no train task's), which copying a train
+solution cannot solve. The scripted baseline (version -1, written "baseline") is a row like the others and
 a dashed horizontal line per suite and split in the plot: the floor counting reaches.
 The files are rewritten whole, each through a temporary file, so a reader never sees half
 of one. `webgym curve` and the bench write them from webgym.evaluations and the scores.
@@ -22,11 +24,11 @@ from matplotlib.figure import Figure
 
 from producers.controller.evaluate import BASELINE_EVAL_VERSION, version_cell
 from producers.controller.outcomes import GroupRow, TaskOutcome, group_table, paired
-from producers.controller.stats import mcnemar
+from producers.controller.stats import mcnemar, wilson_interval
 from webgym_common.events import EvaluationResult
 from webgym_common.metrics import integer_axis
 
-PER_TASK_COLUMNS = ("version", "suite", "split", "group", "task_id", "success")
+PER_TASK_COLUMNS = ("version", "suite", "split", "group", "task_id", "success", "novel")
 PER_GROUP_COLUMNS = ("version", "suite", "split", "group", "successes", "n", "success_rate")
 
 
@@ -43,9 +45,19 @@ class CurveRow:
     ci_low: float
     ci_high: float
     mcnemar_p_vs_v0: float | None
+    novel_episodes: int = 0
+    novel_successes: int = 0
+    novel_ci_low: float = 0.0
+    novel_ci_high: float = 1.0
+    novel_mcnemar_p_vs_v0: float | None = None
+
+    @property
+    def novel_success_rate(self) -> float:
+        return self.novel_successes / self.novel_episodes if self.novel_episodes else 0.0
 
 
-# version,suite,split,episodes,successes,success_rate,ci_low,ci_high,mcnemar_p_vs_v0
+# version,suite,split,episodes,successes,success_rate,ci_low,ci_high,mcnemar_p_vs_v0,
+# novel_episodes,novel_successes,novel_ci_low,novel_ci_high,novel_mcnemar_p_vs_v0
 CURVE_COLUMNS = tuple(f.name for f in fields(CurveRow))
 
 
@@ -56,15 +68,21 @@ def curve_rows(results: Iterable[EvaluationResult], outcomes: Iterable[TaskOutco
     per_run: dict[tuple[int, str, str], list[TaskOutcome]] = {}
     for o in outcomes:
         per_run.setdefault((o.version, o.suite, o.split), []).append(o)
+    def p_vs_v0(mine: list[TaskOutcome], v0: list[TaskOutcome], version: int) -> float | None:
+        pairs = paired(mine, v0) if version != 0 else []
+        return mcnemar(pairs).p if pairs else None
+
     rows = []
     for r in results:
-        p = None
         v0 = per_run.get((0, r.suite, r.split), [])
         mine = per_run.get((r.version, r.suite, r.split), [])
-        if r.version != 0 and (pairs := paired(mine, v0)):
-            p = mcnemar(pairs).p
-        rows.append(CurveRow(r.version, r.suite, r.split, r.episodes, r.successes,
-                             r.success_rate, r.ci_low, r.ci_high, p))
+        novel = [o for o in mine if o.novel]
+        solved = sum(o.success for o in novel)
+        rows.append(CurveRow(
+            r.version, r.suite, r.split, r.episodes, r.successes, r.success_rate, r.ci_low,
+            r.ci_high, p_vs_v0(mine, v0, r.version), len(novel), solved,
+            *wilson_interval(solved, len(novel)),
+            p_vs_v0(novel, [o for o in v0 if o.novel], r.version)))
     return sorted(rows, key=lambda r: (r.suite, r.split, r.version))
 
 

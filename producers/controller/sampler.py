@@ -4,8 +4,9 @@
 - ratio: fixed shares per difficulty band (webgym_common.tasks.Band), uniform within;
 - attempt: weights by attempt level, 100/10/1/0.1/0.01/0.001, so new and unsolved tasks are
   drawn far more often than mastered ones.
-Only the split's tasks are drawn (a task without a split: train and test); training tasks of
-blocked domains are skipped; test tasks are never filtered.
+Only the split's tasks are drawn (a task without a split: none); a train task is drawn only
+when the leak guard lets it train (webgym_common.leaks: it shares nothing with a held-out
+task), and training skips blocked domains; held-out tasks are never filtered.
 Draws are without replacement while tasks last (then the pool is drawn again).
 """
 
@@ -16,6 +17,7 @@ import random
 from collections.abc import Mapping, Sequence
 
 from webgym_common.events import Task, TaskHistory
+from webgym_common.leaks import LeakGuard
 from webgym_common.tasks import Band, band_of, in_split
 
 LEVEL_WEIGHTS = (100.0, 10.0, 1.0, 0.1, 0.01, 0.001)
@@ -26,11 +28,13 @@ def level_weight(level: int) -> float:
 
 
 def eligible(tasks: Sequence[Task], split: str, blocked_domains: set[str]) -> list[Task]:
-    """The split's tasks (webgym_common.tasks.in_split); training skips blocked domains."""
+    """The split's tasks (webgym_common.tasks.in_split); training takes what the leak guard
+    lets train and skips blocked domains."""
     mine = [t for t in tasks if in_split(t, split)]
     if split != "train":
         return mine
-    return [t for t in mine if t.domain not in blocked_domains]
+    guard = LeakGuard.of(tasks)
+    return [t for t in mine if t.domain not in blocked_domains and guard.trainable(t.task_id)]
 
 
 def _weighted_without_replacement(

@@ -41,11 +41,22 @@ from webgym_common.stream.readers import read_compacted, read_to_end
 from webgym_common.topics import Topic
 
 
-def heldout_cell(row: CurveRow) -> str:
-    p = row.mcnemar_p_vs_v0
+def rate_cell(successes: int, n: int, low: float, high: float, p: float | None) -> str:
     p_text = "" if p is None else " p<0.001" if p < 0.001 else f" p={p:.3f}"
-    return (f"{row.successes}/{row.episodes} {row.success_rate:.0%} "
-            f"[{row.ci_low:.0%}, {row.ci_high:.0%}]{p_text}")
+    rate = successes / n if n else 0.0
+    return f"{successes}/{n} {rate:.0%} [{low:.0%}, {high:.0%}]{p_text}"
+
+
+def heldout_cell(row: CurveRow) -> str:
+    return rate_cell(row.successes, row.episodes, row.ci_low, row.ci_high, row.mcnemar_p_vs_v0)
+
+
+def novel_cell(row: CurveRow) -> str:
+    """The same on the row's novel-solution tasks alone."""
+    if not row.novel_episodes:
+        return "-"
+    return rate_cell(row.novel_successes, row.novel_episodes, row.novel_ci_low,
+                     row.novel_ci_high, row.novel_mcnemar_p_vs_v0)
 
 
 def train_cell(m: RolloutMetrics | None) -> str:
@@ -58,18 +69,22 @@ def train_cell(m: RolloutMetrics | None) -> str:
 
 def summary_table(rows: Sequence[CurveRow], trained_on: Mapping[int, int],
                   train: Mapping[int, RolloutMetrics]) -> Table:
-    """One line a version (the baseline first), one column a held-out (suite, split)."""
+    """One line a version (the baseline first), two columns a held-out (suite, split): all
+    its tasks, and its novel-solution tasks alone."""
     runs = sorted({(r.suite, r.split) for r in rows})
-    table = Table(title="held-out success (n, 95 % Wilson interval, McNemar p vs v0)")
+    table = Table(title="held-out success (n, 95 % Wilson interval, McNemar p vs v0); novel: "
+                  "tasks whose solution is no train task's")
     table.add_column("version")
     for suite, split in runs:
-        table.add_column(f"{suite} {split}")
+        table.add_column(f"{suite} {split}: all")
+        table.add_column(f"{suite} {split}: novel solution")
     table.add_column("policy's train success")
     table.add_column("rows trained on")
     by_cell = {(r.version, r.suite, r.split): r for r in rows}
     for version in sorted({r.version for r in rows}):
-        cells = [heldout_cell(c) if (c := by_cell.get((version, *run))) else "-"
-                 for run in runs]
+        found = [by_cell.get((version, *run)) for run in runs]
+        cells = [cell for c in found
+                 for cell in ((heldout_cell(c), novel_cell(c)) if c else ("-", "-"))]
         table.add_row(version_label(version), *cells, train_cell(train.get(version)),
                       str(trained_on[version]) if version in trained_on else "-")
     return table

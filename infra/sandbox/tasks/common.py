@@ -70,8 +70,14 @@ def task(
     actions: list[Action],
     definite: bool = True,
     reference_answer: str | None = None,
+    template: str | None = None,
+    entities: list[str] | None = None,
 ) -> dict[str, Any]:
-    """One JSONL record. The final ANSWER doubles as the definite answer unless told not to."""
+    """One JSONL record. The final ANSWER doubles as the definite answer unless told not to.
+
+    A hand-written task names its `template` (its kind of question) and its `entities` (what
+    its answer and steps depend on, in the generators' format): build_tasks decides its split
+    from them (generators/splits.py)."""
     final = actions[-1]
     assert final["action"] == "ANSWER", task_id
     record: dict[str, Any] = {
@@ -93,4 +99,8 @@ def task(
         record["definite_answer"] = final["text"]
     if reference_answer:
         record["reference_answer"] = reference_answer
+    if template is not None:
+        record["template"] = template
+    if entities is not None:
+        record["entities"] = entities
     return record

@@ -13,7 +13,8 @@ each step against that page's marks; only a sequence after whose last step (and 
 the page says done with raw reward > 0 is kept. The kept ones go to
 `miniwob_references.json` ({task_id: [ReferenceAction, ...]}), which miniwob_tasks.py merges
 into the task lines (regenerate them afterwards: `python -m infra.sandbox.tasks.miniwob_tasks`).
-`--env` rebuilds some environments and keeps the others' entries. ~15 min for all on 2 cores.
+`--env` rebuilds some environments and keeps the others' entries; `--missing` builds only the
+tasks the file has no reference for yet (new seeds). ~15 min for all on 2 cores.
 
 Coverage (verified seeds / tasks; 808 of 860 tasks, 30 of 32 environments):
 30/30 click-test, click-button, click-dialog, click-dialog-2, focus-text, focus-text-2,
@@ -248,13 +249,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", action="append", help="only these environments (repeatable); "
                     "the others keep their references in the file")
+    ap.add_argument("--missing", action="store_true",
+                    help="only the tasks without a reference in the file yet")
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--output", type=Path, default=REFERENCES)
     args = ap.parse_args(argv)
-    tasks = [t for t in all_tasks() if t["environment"]["name"] in SOLVERS
-             and (not args.env or t["environment"]["name"] in args.env)]
-    kept, failed = asyncio.run(build(tasks, args.concurrency))
     old = json.loads(args.output.read_text()) if args.output.exists() else {}
+    tasks = [t for t in all_tasks() if t["environment"]["name"] in SOLVERS
+             and (not args.env or t["environment"]["name"] in args.env)
+             and not (args.missing and t["task_id"] in old)]
+    kept, failed = asyncio.run(build(tasks, args.concurrency))
     rebuilt = {t["task_id"] for t in tasks}
     merged = {k: v for k, v in old.items() if k not in rebuilt} | kept
     args.output.write_text(dump(merged), encoding="utf-8")

@@ -6,9 +6,12 @@ Each line is a Task with `environment` {kind: miniwob, name, seed}: the browser 
 starts the page's episode with that seed, the page writes the instruction (reported in the
 first observation; `task_name` is only a placeholder) and the page's reward scores the
 episode, so there is no evaluator_reference and no answer. Splits by seed: seeds 0-19 are
-train, 1000-1009 test; the OOD environments are held out whole (their seeds 1000-1009 are
-ood). Environments the action grammar cannot express are in UNSUPPORTED, with the reason,
-and never in the file.
+train, 2000-2009 validation (for choosing recipes), 1000-1009 test; the OOD environments are
+held out whole (their seeds 1000-1009 are ood). An environment whose every seed has the same
+solution (ONE_SOLUTION: its page never changes what it asks) has train seeds only: a held-out
+seed of it would be a training task under another id, so it is held out nowhere and the
+reports name it apart. Environments the action grammar cannot express are in UNSUPPORTED,
+with the reason, and never in the file.
 
 Reference actions (for teacher-forced demonstrations, `--demos`) come from
 `miniwob_references.json`, which `python -m infra.sandbox.tasks.miniwob_references` builds
@@ -31,6 +34,7 @@ REFERENCES = Path(__file__).with_name("miniwob_references.json")
 BENCHMARK = "miniwob"
 TRAIN_SEEDS = range(0, 20)
 TEST_SEEDS = range(1000, 1010)
+VALIDATION_SEEDS = range(2000, 2010)
 
 # Supported environments and their difficulty (WebGym's easy band: 1 a single click,
 # 2 two actions or a choice among options, 3 several fields or reading the page).
@@ -44,6 +48,10 @@ SUPPORTED: dict[str, int] = {
     "read-table": 3, "find-word": 3, "simple-arithmetic": 3, "copy-paste": 3,
     "search-engine": 3, "navigate-tree": 3, "odd-or-even": 3, "use-spinner": 3,
 }
+# One solution for every seed (every verified reference of the 30 seeds once built is the
+# same; a unit test keeps this list equal to what miniwob_references.json shows): train only.
+ONE_SOLUTION = frozenset({"click-test", "click-test-2", "click-dialog", "focus-text",
+                          "click-button-sequence"})
 # Held out whole: close relatives of supported environments, never trained on.
 OOD: dict[str, int] = {
     "enter-text-dynamic": 2, "click-collapsible-2": 3, "click-checkboxes-large": 3,
@@ -114,8 +122,12 @@ def all_tasks(references: dict[str, list[dict[str, Any]]] | None = None
               ) -> list[dict[str, Any]]:
     overlap = (set(SUPPORTED) | set(OOD)) & set(UNSUPPORTED)
     assert not overlap and not set(SUPPORTED) & set(OOD), overlap
+    assert ONE_SOLUTION <= set(SUPPORTED), ONE_SOLUTION - set(SUPPORTED)
+    held_out = {env: d for env, d in SUPPORTED.items() if env not in ONE_SOLUTION}
     tasks = [task(env, seed, d, "train") for env, d in SUPPORTED.items() for seed in TRAIN_SEEDS]
-    tasks += [task(env, seed, d, "test") for env, d in SUPPORTED.items() for seed in TEST_SEEDS]
+    tasks += [task(env, seed, d, "validation") for env, d in held_out.items()
+              for seed in VALIDATION_SEEDS]
+    tasks += [task(env, seed, d, "test") for env, d in held_out.items() for seed in TEST_SEEDS]
     tasks += [task(env, seed, d, "ood") for env, d in OOD.items() for seed in TEST_SEEDS]
     return with_references(tasks, load_references() if references is None else references)
 

@@ -16,12 +16,17 @@ TEMPLATES: list[Callable[[], list[Draft]]] = [
 
 
 def generated_tasks() -> list[dict[str, Any]]:
-    """Every template's kept drafts, numbered per template from 001 (ids stay dense)."""
+    """Every template's kept drafts, numbered per template from 001 among the drafts that keep
+    test entities apart (`splits.numbered`, the numbering from before the validation split):
+    a test or ood task keeps its id, and so does a train task; a draft dropped for mixing
+    validation with train entities leaves a gap."""
     records: list[dict[str, Any]] = []
     for template in TEMPLATES:
-        kept = [x for x in template() if splits.keep(x.template, x.entities)]
-        for n, draft in enumerate(kept, start=1):
-            records.append(to_record(draft, n, splits.split_of(draft.template, draft.entities)))
+        numbered = [x for x in template() if splits.numbered(x.template, x.entities)]
+        for n, draft in enumerate(numbered, start=1):
+            if splits.keep(draft.template, draft.entities):
+                split = splits.split_of(draft.template, draft.entities)
+                records.append(to_record(draft, n, split))
     ids = [r["task_id"] for r in records]
     assert len(ids) == len(set(ids)), "duplicate task ids"
     names = [r["task_name"] for r in records]
@@ -31,8 +36,8 @@ def generated_tasks() -> list[dict[str, Any]]:
 
 def summary_table(records: list[dict[str, Any]]) -> str:
     """Markdown: one row per template with its site, band, difficulty and tasks per split."""
-    rows = ["| Template | Site | Band (difficulty) | train | test | ood |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| Template | Site | Band (difficulty) | train | validation | test | ood |",
+            "|---|---|---|---|---|---|---|"]
     per: dict[str, Counter[str]] = {}
     first: dict[str, dict[str, Any]] = {}
     for r in records:
@@ -42,8 +47,8 @@ def summary_table(records: list[dict[str, Any]]) -> str:
         r = first[name]
         rows.append(f"| `{name}` | {r['domain'].removeprefix('sandbox-')} | "
                     f"{band_of(r['difficulty'])} ({r['difficulty']}) | {counts['train']} | "
-                    f"{counts['test']} | {counts['ood']} |")
+                    f"{counts['validation']} | {counts['test']} | {counts['ood']} |")
     total = Counter(r["split"] for r in records)
-    rows.append(f"| **all {len(per)} templates** | | | {total['train']} | {total['test']} | "
-                f"{total['ood']} |")
+    rows.append(f"| **all {len(per)} templates** | | | {total['train']} | "
+                f"{total['validation']} | {total['test']} | {total['ood']} |")
     return "\n".join(rows)

@@ -42,7 +42,12 @@ from infra.sandbox import wiki_data
 from webgym_common.choices import Split
 
 TEST_SHARE = 25  # percent of entities held out for the test split
+VALIDATION_SHARE = 10  # percent of entities set aside for validation, next after the test ones
 OOD_TEMPLATES = frozenset({"shop-compare-spec", "wiki-compare", "travel-compare-days"})
+# The hand-written tasks of the held-out kind (build_tasks.py): they weigh pages against each
+# other too, so they follow the ood rule, not the entity rule.
+HAND_OOD_TEMPLATES = frozenset({"hand-shop-compare", "hand-wiki-compare",
+                                "hand-travel-compare-days"})
 # The infobox row naming an article's country, by category (people go via their birthplace).
 _REGION_ROW = {"cities": "Country", "landmarks": "Country", "rivers": "Countries",
                "languages": "Spoken in", "currencies": "Used in", "people": "Birthplace"}
@@ -50,6 +55,11 @@ _REGION_ROW = {"cities": "Country", "landmarks": "Country", "rivers": "Countries
 
 def _digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def hash_value(entity: str) -> int:
+    """An entity's place in the partition, 0..99: the first 4 bytes of sha256 modulo 100."""
+    return int.from_bytes(_digest(entity)[:4], "big") % 100
 
 
 def region_of(title: str) -> str:
@@ -63,40 +73,64 @@ def region_of(title: str) -> str:
     return region_of(first.group(1))
 
 
-def _held_out_regions() -> frozenset[str]:
-    """Regions in hash order until at least TEST_SHARE percent of the articles are held out."""
+def _region_sides() -> tuple[frozenset[str], frozenset[str]]:
+    """(test regions, validation regions): regions in hash order until at least TEST_SHARE
+    percent of the articles are held out, then the next ones until at least VALIDATION_SHARE
+    percent more are (the test regions are the same as before validation existed)."""
     sizes: dict[str, int] = {}
     for a in wiki_data.ARTICLES:
         sizes[region_of(a.title)] = sizes.get(region_of(a.title), 0) + 1
-    held: list[str] = []
-    for region in sorted(sizes, key=lambda r: _digest(f"region:{r}")):
-        if sum(sizes[r] for r in held) * 100 >= TEST_SHARE * len(wiki_data.ARTICLES):
-            break
-        held.append(region)
-    return frozenset(held)
+    order = iter(sorted(sizes, key=lambda r: _digest(f"region:{r}")))
+    sides: list[list[str]] = [[], []]
+    for side, share in zip(sides, (TEST_SHARE, VALIDATION_SHARE), strict=True):
+        while sum(sizes[r] for r in side) * 100 < share * len(wiki_data.ARTICLES):
+            side.append(next(order))
+    return frozenset(sides[0]), frozenset(sides[1])
 
 
-HELD_OUT_REGIONS = _held_out_regions()
+HELD_OUT_REGIONS, VALIDATION_REGIONS = _region_sides()
+
+
+def side_of(entity: str) -> Split:
+    """The fixed entity partition (test, validation or train): articles by region, anything
+    else by its hash value (test below TEST_SHARE, validation in the next VALIDATION_SHARE)."""
+    kind, _, name = entity.partition(":")
+    if kind == "article":
+        region = region_of(name)
+        return (Split.TEST if region in HELD_OUT_REGIONS
+                else Split.VALIDATION if region in VALIDATION_REGIONS else Split.TRAIN)
+    value = hash_value(entity)
+    return (Split.TEST if value < TEST_SHARE
+            else Split.VALIDATION if value < TEST_SHARE + VALIDATION_SHARE else Split.TRAIN)
 
 
 def is_test_entity(entity: str) -> bool:
-    """The fixed entity partition: articles by region, anything else by its own hash (the
-    first 4 bytes of sha256 modulo 100)."""
-    kind, _, name = entity.partition(":")
-    if kind == "article":
-        return region_of(name) in HELD_OUT_REGIONS
-    return int.from_bytes(_digest(entity)[:4], "big") % 100 < TEST_SHARE
+    return side_of(entity) == Split.TEST
+
+
+def is_ood_template(template: str) -> bool:
+    return template in OOD_TEMPLATES or template in HAND_OOD_TEMPLATES
 
 
 def keep(template: str, entities: Iterable[str]) -> bool:
-    """Whether a drafted task is kept: its entities all on one side of the partition, and on
-    the held-out side for an ood template."""
-    held = [is_test_entity(e) for e in entities]
-    return all(held) if template in OOD_TEMPLATES else all(held) or not any(held)
+    """Whether a task is kept: its entities all on one side of the partition, and on the
+    test side for an ood template. A task without entities is kept (it is train)."""
+    sides = {side_of(e) for e in entities}
+    return sides <= {Split.TEST} if is_ood_template(template) else len(sides) <= 1
+
+
+def numbered(template: str, entities: Iterable[str]) -> bool:
+    """Whether a draft counts in its template's numbering: its entities all test or none
+    (all test for an ood template), the rule before the validation split. Numbering these,
+    not the kept ones, leaves the test and ood ids as they were (generators/build.py)."""
+    held = [side_of(e) == Split.TEST for e in entities]
+    return all(held) if is_ood_template(template) else all(held) or not any(held)
 
 
 def split_of(template: str, entities: Iterable[str]) -> Split:
     """The split of a kept task (`keep` first: a mixed task has no split)."""
-    if template in OOD_TEMPLATES:
+    if is_ood_template(template):
         return Split.OOD
-    return Split.TEST if any(is_test_entity(e) for e in entities) else Split.TRAIN
+    sides = {side_of(e) for e in entities}
+    assert len(sides) <= 1, f"{template} mixes {sorted(sides)}: keep() drops it"
+    return sides.pop() if sides else Split.TRAIN

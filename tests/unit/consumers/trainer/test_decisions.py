@@ -23,7 +23,15 @@ from consumers.trainer.decisions import (
 from consumers.trainer.llamafactory import run_id
 from webgym_common.choices import TrainMode
 from webgym_common.config import Settings
-from webgym_common.events import ChatMessage, Event, IterationClosed, ModelVersion, ReplaySample
+from tests.factories import sample_event
+from webgym_common.events import (
+    ChatMessage,
+    Event,
+    IterationClosed,
+    ModelVersion,
+    ReplaySample,
+    Task,
+)
 from webgym_common.stream.bus import Received
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -35,10 +43,21 @@ def at(ms: int) -> datetime:
     return T0 + timedelta(milliseconds=ms)
 
 
+def task(task_id: str, split: str, answer: str) -> Task:
+    return Task.model_validate({
+        **sample_event("Task").model_dump(), "task_id": task_id, "split": split,
+        "environment": None, "extra_json": None,
+        "reference_actions": [{"action": "ANSWER", "text": answer}]})
+
+
+# "t" may train; "twin" is a train task whose solution is the held-out "held"'s.
+CATALOG = (task("t", "train", "a"), task("held", "test", "b"), task("twin", "train", "b"))
+
+
 def sample(sid: str, iteration: int = 0, ms: int = 0, version: str = "base",
-           success: bool = True, split: str = "train") -> ReplaySample:
+           success: bool = True, split: str = "train", task_id: str = "t") -> ReplaySample:
     return ReplaySample(
-        sample_id=sid, episode_id=sid.split(":")[0], task_id="t", step=0,
+        sample_id=sid, episode_id=sid.split(":")[0], task_id=task_id, step=0,
         messages=[ChatMessage(role="user", content="go")], response="click(1)",
         reward=1.0 if success else 0.0, iteration=iteration, policy_version=version,
         success=success, split=split, produced_at=at(ms))
@@ -62,7 +81,7 @@ def received(event: Event, partition: int = 0) -> Received:
 
 def state_of(*events: Event) -> TrainerState:
     state = TrainerState(MODEL)
-    for e in events:
+    for e in (*CATALOG, *events):
         fold(state, received(e))
     return state
 
@@ -291,3 +310,12 @@ def test_a_test_iteration_trains_on_nothing_not_even_the_bank() -> None:
 def test_bank_samples_never_trigger_an_async_run() -> None:
     state = state_of(*bank(10), version(1, [0], metrics={POOL_END: -1.0}))
     assert next_run(state, settings(trigger="async", every_samples=2)) is None
+
+
+def test_a_sample_of_a_task_the_leak_guard_refuses_never_reaches_a_run() -> None:
+    # a held-out task's sample mislabelled train, a train task sharing a held-out solution,
+    # and a task the catalog does not know: none is drawn, the train task's sample is
+    state = state_of(sample("a:0", task_id="held"), sample("b:0", task_id="twin"),
+                     sample("c:0", task_id="unknown"), sample("d:0"), closed(0))
+    run = next_run(state, settings())
+    assert run is not None and run.sample_ids == ("d:0",)

@@ -14,10 +14,19 @@ from minio.error import S3Error
 
 from processors.replay_buffer import app as replay
 from processors.replay_buffer.app import Replayer, replay_events, transient
+from tests.factories import sample_event
 from tests.unit.scored import scored
 from webgym_common.codec import Codec
 from webgym_common.config import ReplaySettings
-from webgym_common.events import DeadLetter, EpisodeScored, Event, ReplaySample, TrajectoryStep
+from webgym_common.events import (
+    DeadLetter,
+    EpisodeScored,
+    Event,
+    ReplaySample,
+    Task,
+    TrajectoryStep,
+)
+from webgym_common.leaks import LeakGuard
 from webgym_common.objectstore import ObjectStoreError
 from webgym_common.stream.bus import EventProducer, Received
 from webgym_common.topics import Topic
@@ -90,11 +99,30 @@ class FakeStore:
         return self.blobs[uri]
 
 
+def task(task_id: str, split: str, answer: str = "x") -> Task:
+    return Task.model_validate({
+        **sample_event("Task").model_dump(), "task_id": task_id, "split": split,
+        "environment": None, "extra_json": None,
+        "reference_actions": [{"action": "ANSWER", "text": answer}]})
+
+
+class FixedCatalog:
+    """task-1 may train; held-1 is held out; twin-1 is a train task with held-1's solution."""
+
+    def __init__(self) -> None:
+        self.guard = LeakGuard.of([task("task-1", "train"), task("held-1", "test", "secret"),
+                                   task("twin-1", "train", "secret")])
+
+    async def guard_for(self, task_id: str) -> LeakGuard:
+        return self.guard
+
+
 def run(events: list[Event], store: FakeStore, fail_publishes: int = 0,
         cfg: ReplaySettings | None = None) -> tuple[list[str], FakeProducer]:
     log: list[str] = []
     producer = FakeProducer(log, fail_publishes)
-    replayer = Replayer(cfg or ReplaySettings(), store, producer, "g")  # type: ignore[arg-type]
+    replayer = Replayer(cfg or ReplaySettings(), store, producer, "g",  # type: ignore[arg-type]
+                        FixedCatalog())
     asyncio.run(replay_events(FakeConsumer(events, log), replayer, 1.0))  # type: ignore[arg-type]
     return log, producer
 
@@ -114,6 +142,15 @@ def test_samples_are_published_before_their_episode_is_committed_and_redeliverie
     assert store.gets == 4  # the redelivered e1 was not fetched again
     sample = producer.events[0][2]
     assert isinstance(sample, ReplaySample) and sample.messages[0].content == "Task: x"
+
+
+def test_an_episode_whose_task_may_not_train_gives_no_samples_and_is_committed() -> None:
+    twin = episode("twin").model_copy(update={"task_id": "twin-1"})  # a held-out solution
+    unknown = episode("unknown").model_copy(update={"task_id": "nobody-knows"})
+    ok = episode("ok")
+    log, producer = run([twin, unknown, ok], FakeStore(prompts("twin", "unknown", "ok")))
+    assert log == ["commit 0", "commit 1", "replay ok:0", "replay ok:1", "commit 2"]
+    assert {e.episode_id for _, _, e in producer.events} == {"ok"}
 
 
 def test_a_missing_prompt_is_dead_lettered_with_the_reason_and_the_other_steps_go_out() -> None:

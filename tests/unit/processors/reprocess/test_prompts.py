@@ -129,7 +129,8 @@ async def test_each_sample_or_reason_is_the_replay_processors() -> None:
     missing = "s3://webgym/sha256/cc/cccc.json"
     steps = [kept(0, A), kept(1, A), kept(2, B), kept(3, missing), kept(4, "http://x/y")]
     episode = scored("e1", reward=1.0)
-    replayer = Replayer(load_settings().replay, FakeStore(blobs=blobs), None, "g")  # type: ignore[arg-type]
+    replayer = Replayer(load_settings().replay, FakeStore(blobs=blobs), None, "g",  # type: ignore[arg-type]
+                        None)  # type: ignore[arg-type]
     want = [await replayer.sample(episode, k) for k in steps]
     prompts = SharedPrompts(FakeStore(blobs=blobs), [k.prompt_uri for k in steps])
     got = await asyncio.gather(*(sample(prompts, episode, k) for k in steps))

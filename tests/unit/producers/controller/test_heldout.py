@@ -15,6 +15,7 @@ from producers.controller.heldout import (
 )
 from webgym_common.choices import Split, Suite
 from webgym_common.events import PageEnvironment, Task
+from webgym_common.leaks import novel_solution, train_solutions
 from webgym_common.tasks import group_of, read_task_file
 
 TASKS = Path("infra/sandbox/tasks")
@@ -75,7 +76,7 @@ def test_one_count_or_each_suites_own() -> None:
 
 
 @pytest.mark.parametrize(("suite", "path", "split", "size", "groups"), [
-    (Suite.MINIWOB, "miniwob_tasks.jsonl", Split.TEST, 135, 27),
+    (Suite.MINIWOB, "miniwob_tasks.jsonl", Split.TEST, 110, 22),
     (Suite.MINIWOB, "miniwob_tasks.jsonl", Split.OOD, 25, 5),
     (Suite.SANDBOX, "generated_tasks.jsonl", Split.TEST, 107, 17),
     (Suite.SANDBOX, "generated_tasks.jsonl", Split.OOD, 24, 3),
@@ -88,4 +89,12 @@ def test_the_held_out_sets_of_the_real_task_files_are_big_enough(
     assert len(chosen) == size and len({group_of(t) for t in chosen}) == groups
     assert {t.split for t in chosen} == {split}
     if split == Split.TEST:
-        assert len(chosen) >= (120 if suite == Suite.MINIWOB else 100)
+        assert len(chosen) >= 100
+
+
+def test_the_miniwob_test_set_holds_70_tasks_whose_solution_no_train_task_has() -> None:
+    tasks, _ = read_task_file(TASKS / "miniwob_tasks.jsonl")
+    chosen = stratified_tasks(tasks, Suite.MINIWOB, Split.TEST, HELDOUT_PER_GROUP[Suite.MINIWOB],
+                              seed=0)
+    solutions = train_solutions(tasks)
+    assert sum(novel_solution(t, solutions) for t in chosen) >= 70

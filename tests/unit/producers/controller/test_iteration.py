@@ -247,12 +247,14 @@ def test_the_close_counts_cancels_that_never_reported() -> None:
 
 
 def test_seeded_demonstrations_are_teacher_forced_training_tasks_with_references() -> None:
-    ref = [ReferenceAction(action="ANSWER", text="x")]
+    def ref(i: int) -> list[ReferenceAction]:  # t1's solution is held-out t7's too
+        return [ReferenceAction(action="ANSWER", text="x" if i in (1, 7) else f"x{i}")]
+
     tasks = [Task(task_id=f"t{i}", task_name="n", domain="d", website="w", difficulty=1,
-                  reference_actions=ref if i % 2 else [], split=None if i < 6 else "test")
+                  reference_actions=ref(i) if i % 2 else [], split="train" if i < 6 else "test")
              for i in range(8)]
     chosen = demonstration_tasks(tasks, 5, random.Random(1))
-    assert len(chosen) == 5 and {t.task_id for t in chosen} <= {"t1", "t3", "t5"}
+    assert len(chosen) == 5 and {t.task_id for t in chosen} == {"t3", "t5"}
     eid = demonstration_id("train", 0, 2, "t3")
     assert task_id_of(eid) == "t3"
     assert is_demonstration(eid, tasks[3], "train", share=0.0)

@@ -24,8 +24,9 @@ def result(version: int, suite: str, successes: int, n: int) -> EvaluationResult
 
 
 def outcomes(version: int, suite: str, solved: set[int], n: int) -> list[TaskOutcome]:
-    return [TaskOutcome(version, suite, "test", f"g{i % 2}", f"t{i:02d}", i in solved)
-            for i in range(n)]
+    """Tasks t00..; the even ones have a novel solution."""
+    return [TaskOutcome(version, suite, "test", f"g{i % 2}", f"t{i:02d}", i in solved,
+                        novel=i % 2 == 0) for i in range(n)]
 
 
 RESULTS = [result(1, "sandbox", 8, 10), result(0, "sandbox", 2, 10),
@@ -37,6 +38,16 @@ OUTCOMES = (outcomes(0, "sandbox", {0, 1}, 10) + outcomes(1, "sandbox", set(rang
 def read(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def test_rows_carry_the_novel_solution_tasks_apart() -> None:
+    v1 = next(r for r in curve_rows(RESULTS, OUTCOMES) if (r.suite, r.version) == ("sandbox", 1))
+    # v1 solved t00-t07: of the novel t00, t02, ..., t08 that is four of five; v0 (t00, t01)
+    # solved one of them, so v1 alone solved three novel tasks
+    assert (v1.novel_episodes, v1.novel_successes) == (5, 4)
+    assert v1.novel_success_rate == 0.8
+    assert (v1.novel_ci_low, v1.novel_ci_high) == pytest.approx(wilson_interval(4, 5))
+    assert v1.novel_mcnemar_p_vs_v0 == pytest.approx(0.25)
 
 
 def test_rows_carry_mcnemar_against_v0_on_the_same_tasks() -> None:
@@ -58,7 +69,8 @@ def test_write_curve_writes_the_csvs_and_a_png(tmp_path: Path) -> None:
                                        "curve.png"]
     with (out / "curve.csv").open() as fh:
         assert fh.readline().strip() == ("version,suite,split,episodes,successes,success_rate,"
-                                         "ci_low,ci_high,mcnemar_p_vs_v0")
+                                         "ci_low,ci_high,mcnemar_p_vs_v0,novel_episodes,novel_successes,"
+                                         "novel_ci_low,novel_ci_high,novel_mcnemar_p_vs_v0")
     assert CURVE_COLUMNS == tuple(read(out / "curve.csv")[0])
     curve = {(r["suite"], r["version"]): r for r in read(out / "curve.csv")}
     assert set(curve) == {("miniwob", "0"), ("sandbox", "baseline"), ("sandbox", "0"),
@@ -70,7 +82,8 @@ def test_write_curve_writes_the_csvs_and_a_png(tmp_path: Path) -> None:
     assert curve[("sandbox", "0")]["mcnemar_p_vs_v0"] == ""
 
     tasks = read(out / "per_task.csv")
-    assert list(tasks[0]) == ["version", "suite", "split", "group", "task_id", "success"]
+    assert list(tasks[0]) == ["version", "suite", "split", "group", "task_id", "success",
+                              "novel"]
     assert len(tasks) == 30
     first = [t for t in tasks if t["version"] == "baseline"]
     assert [(t["task_id"], t["success"]) for t in first[:2]] == [("t00", "1"), ("t01", "0")]

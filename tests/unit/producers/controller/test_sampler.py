@@ -24,10 +24,10 @@ NOW = "2026-01-01T00:00:00+00:00"
 
 
 def task(task_id: str, difficulty: int = 1, domain: str = "sandbox-shop",
-         attempt_level: int | None = None) -> Task:
+         attempt_level: int | None = None, split: str | None = "train") -> Task:
     return Task(task_id=task_id, task_name=f"task {task_id}", domain=domain,
                 website=f"http://{domain}.test/", difficulty=difficulty,
-                attempt_level=attempt_level)
+                attempt_level=attempt_level, split=split)
 
 
 def history(task_id: str, level: int) -> TaskHistory:
@@ -169,12 +169,13 @@ def test_ratio_is_uniform_within_a_band() -> None:
 def test_blocked_domains_are_skipped_in_training_only() -> None:
     tasks = [task("ok", domain="good.test"), task("walled", domain="walled.test")]
     assert ids(eligible(tasks, "train", {"walled.test"})) == ["ok"]
-    assert ids(eligible(tasks, "test", {"walled.test"})) == ["ok", "walled"]
+    held = [t.model_copy(update={"split": "test"}) for t in tasks]
+    assert ids(eligible(held, "test", {"walled.test"})) == ["ok", "walled"]
     for strategy in ("uniform", "attempt", "ratio"):
         train = sample_tasks(tasks, 4, "train", strategy, blocked_domains={"walled.test"},
                              ratios={"easy": 1.0}, rng=random.Random(0))
         assert set(ids(train)) == {"ok"}, strategy
-        test = sample_tasks(tasks, 2, "test", strategy, blocked_domains={"walled.test"},
+        test = sample_tasks(held, 2, "test", strategy, blocked_domains={"walled.test"},
                             ratios={"easy": 1.0}, rng=random.Random(0))
         assert sorted(ids(test)) == ["ok", "walled"], strategy
 
@@ -184,10 +185,22 @@ def test_an_unknown_strategy_is_an_error_naming_the_known_ones() -> None:
         sample_tasks([task("a")], 1, "train", "greedy")
 
 
-def test_each_split_draws_only_its_tasks_and_unsplit_ones_train_and_test() -> None:
-    tasks = [task("legacy"), task("tr").model_copy(update={"split": "train"}),
-             task("te").model_copy(update={"split": "test"}),
-             task("ood").model_copy(update={"split": "ood"})]
-    assert ids(eligible(tasks, "train", set())) == ["legacy", "tr"]
-    assert ids(eligible(tasks, "test", set())) == ["legacy", "te"]
+def test_each_split_draws_only_its_tasks_and_a_task_without_one_is_never_drawn() -> None:
+    tasks = [task("legacy", split=None), task("tr"), task("te", split="test"),
+             task("va", split="validation"), task("ood", domain="other", split="ood")]
+    assert ids(eligible(tasks, "train", set())) == ["tr"]
+    assert ids(eligible(tasks, "test", set())) == ["te"]
+    assert ids(eligible(tasks, "validation", set())) == ["va"]
     assert ids(eligible(tasks, "ood", set())) == ["ood"]
+
+
+def test_training_never_draws_a_train_task_the_leak_guard_refuses() -> None:
+    ref = [{"action": "ANSWER", "text": "42"}]
+    held = Task.model_validate({**task("held", split="test").model_dump(),
+                                "reference_actions": ref})
+    twin = Task.model_validate({**task("twin").model_dump(), "reference_actions": ref})
+    other = Task.model_validate({**task("other").model_dump(),
+                                 "reference_actions": [{"action": "ANSWER", "text": "7"}]})
+    assert ids(eligible([held, twin, other], "train", set())) == ["other"]
+    assert ids(sample_tasks([held, twin, other], 5, "train", "uniform",
+                            rng=random.Random(0))) == ["other"] * 5

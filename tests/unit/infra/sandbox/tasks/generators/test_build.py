@@ -80,6 +80,13 @@ def test_no_held_out_entity_in_a_train_task() -> None:
     assert not any(splits.is_test_entity(e) for e in train)
 
 
+def test_each_split_holds_the_entities_of_its_side_only() -> None:
+    """Validation is disjoint from test and from train; ood draws test entities only."""
+    for t in TASKS:
+        sides = {splits.side_of(e) for e in t["entities"]}
+        assert sides == ({Split.TEST} if t["split"] == "ood" else {t["split"]}), t["task_id"]
+
+
 def test_ood_templates_are_never_in_train_or_test() -> None:
     ood = {t["template"] for t in _of("ood")}
     assert ood == splits.OOD_TEMPLATES and 2 <= len(ood) <= 4
@@ -98,6 +105,10 @@ def test_counts_per_split_site_and_band() -> None:
         for template in per_template.keys() - splits.OOD_TEMPLATES:
             assert any(t["template"] == template for t in tasks), (split, template)
     assert len(_of("ood")) >= 40
+    # Validation: a tenth of the entities, so fewer tasks, but on every site and band.
+    assert 40 <= len(_of("validation")) < len(_of("test"))
+    assert {t["domain"] for t in _of("validation")} == SITES
+    assert {band_of(t["difficulty"]) for t in _of("validation")} == BANDS
     for site in SITES:
         assert {band_of(t["difficulty"]) for t in TASKS if t["domain"] == site} == BANDS, site
     # Roughly a quarter of the entities are held out; a task mixing in one goes to test.
