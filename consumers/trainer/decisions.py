@@ -22,7 +22,8 @@ A planned run draws, from the eligible samples in order (iteration, produced_at,
 a total order the log fixes, whichever partition is read first), WebGym's recency-biased
 draw (consumers.trainer.draw) seeded by the version number. Eligible: train split, a task
 the leak guard lets train (webgym_common.leaks, over the catalog: the last check before a
-row reaches a dataset, whatever wrote the replay topic), in the window (the last N iterations up to the trigger's, the newest `capacity`), fresh enough for
+row reaches a dataset, whatever wrote the replay topic), in the window (the last N
+iterations up to the trigger's, the newest `capacity`), fresh enough for
 `max_staleness`, and a success unless the mode learns from failures (KTO/DPO) or the replay
 keeps failures for SFT too (`replay.success_only` off).
 

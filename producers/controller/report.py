@@ -5,8 +5,9 @@ version other than 0, McNemar's exact p against version 0 on the tasks both ran 
 same fixed held-out set: outcomes.compare_versions); empty where there is nothing to
 pair. Each row has the same figures again for its novel-solution tasks alone (`novel_*`:
 held-out tasks whose reference solution is no train task's), which copying a train
-solution cannot solve. The scripted baseline (version -1, written "baseline") is a row like the others and
-a dashed horizontal line per suite and split in the plot: the floor counting reaches.
+solution cannot solve. The scripted baseline (version -1, written "baseline") is a row like
+the others and a dashed horizontal line per suite and split in the plot: the floor counting
+reaches.
 The files are rewritten whole, each through a temporary file, so a reader never sees half
 of one. `webgym curve` and the bench write them from webgym.evaluations and the scores.
 """

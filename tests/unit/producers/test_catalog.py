@@ -29,7 +29,8 @@ def good_line(i: int) -> str:
         "task_id": f"task-{i}", "task_name": f"Find fact number {i}", "domain": "example.org",
         "website": f"https://example.org/{i}", "difficulty": 1 + i % 9,
         "evaluator_reference": [{"id": 1, "description": "fact", "facts": [f"it is {i}"]}],
-        "max_steps": 10, "benchmark_name": "unit", "source_row": i,  # unknown field: kept
+        "max_steps": 10, "benchmark_name": "unit", "split": "train",
+        "source_row": i,  # unknown field: kept
     })
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from webgym_common.choices import Split
 from webgym_common.events import Task
 from webgym_common.tasks import (
     TaskLineError,
@@ -17,7 +18,7 @@ from webgym_common.tasks import (
 )
 
 BASE = {"task_name": "Find the opening hours", "domain": "travel", "subdomain": "museums",
-        "website": "www.example-museum.org", "difficulty": 4}
+        "website": "www.example-museum.org", "difficulty": 4, "split": "train"}
 
 
 def line(**fields: object) -> str:
@@ -84,6 +85,25 @@ def test_repeats_of_a_task_are_reported_with_the_line_they_repeat(tmp_path: Path
         (3, "a repeat of line "), (5, "not JSON: Expecti")]
     assert "line 1" in bad[0].reason
     assert progress[-1] == (5, path.stat().st_size)
+
+
+def test_a_line_without_a_split_is_refused_naming_its_line_unless_the_file_gives_one(
+        tmp_path: Path) -> None:
+    path = tmp_path / "webgym_test.jsonl"
+    path.write_text("\n".join([
+        line(task_id=1, split=None), json.dumps({k: v for k, v in BASE.items() if k != "split"}
+                                                | {"task_id": 2, "difficulty": 5}),
+        line(task_id=3, difficulty=6, split="test"), line(task_id=4, difficulty=7),
+    ]) + "\n")
+    tasks, bad = read_task_file(path)
+    assert [(t.task_id, t.split) for t in tasks] == [("3", "test"), ("4", "train")]
+    assert [b.line_number for b in bad] == [1, 2]
+    assert bad[0].reason.startswith("no split: give the line a \"split\" (train, test, ood, "
+                                    "validation) or the file one")
+    tasks, bad = read_task_file(path, split=Split.TEST)
+    assert [(t.task_id, t.split) for t in tasks] == [("1", "test"), ("2", "test"), ("3", "test")]
+    assert [(b.line_number, b.reason) for b in bad] == [
+        (4, "split 'train' in a file loaded as 'test'")]
 
 
 def test_the_step_limit_is_the_tasks_own_else_the_bands_and_at_most_the_cap() -> None:

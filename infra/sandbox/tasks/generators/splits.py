@@ -1,35 +1,45 @@
-"""Which split a generated task belongs to: train, test (held-out entities) or ood (held-out
-templates).
+"""Which split a sandbox task belongs to: train, validation or test (held-out entities), or
+ood (held-out templates). Generated and hand-written tasks follow the same rule.
 
 **Entity split.** Every task names the things it is about in `entities` ("product:Cobalt
 Pulse 311", "article:Marlow", "thread:Rome in three days", "route:Lisbon to Berlin",
-"member:bob"): the products, articles, threads, routes or members whose facts its fact groups
-assert. An entity is a test entity when a stable hash of its name falls in the lowest
-`TEST_SHARE` percent (sha256, so the partition survives Python's hash seed and any reordering
-of the data). Wiki articles are the exception: they are held out by *region* (the country an
-article belongs to: a city's country, a person's birthplace's country, a river's first
-country...), whole regions in hash order until a quarter of the articles is held out. The
-wiki's links run mostly inside a region, so a per-article hash would leave almost no chain
-"two links deep" entirely on one side, and a region seen in training would leak neighbouring
-facts into the test articles. A task is "test" when all its entities are test entities and
-"train" when all
-are train entities; a task mixing both is dropped (`keep`). Re-routing it to test would put
-its train entity into a test task, and the promise is two-sided: a test task's product,
-article, thread, route or member never appears in a train task, and vice versa. The cost is
-that multi-entity templates (wiki chains, brand filters, a thread and its member) keep fewer
-tasks; the generators draft enough that every template keeps both splits.
+"member:bob"): the products, articles, threads, routes or members whose facts its answer or
+steps depend on. An entity's hash value is a stable hash of its name, 0..99 (sha256, so the
+partition survives Python's hash seed and any reordering of the data): below `TEST_SHARE` it
+is a test entity, in the next `VALIDATION_SHARE` a validation entity, otherwise a train one.
+Wiki articles are the exception: they are held out by *region* (the country an article
+belongs to: a city's country, a person's birthplace's country, a river's first country...),
+whole regions in hash order until a quarter of the articles is held out for test, then the
+next regions in the same order until at least a tenth more is set aside for validation (one
+region, a fifth of the articles: regions come whole). The wiki's links run mostly inside a
+region, so a per-article hash would leave almost no chain "two links deep" entirely on one
+side, and a region seen in training would leak neighbouring facts into the held-out articles.
+The test side is the one from before validation existed: validation only took train
+entities.
+
+A task is "test", "validation" or "train" when all its entities are on that side, and "train"
+when it has none (the hostile pages). A task mixing sides is dropped (`keep`): re-routing it
+to either side would put the other side's entity into it, and the promise is two-sided: a
+test (or validation) task's product, article, thread, route or member never appears in a
+train task, nor in a task of the other held-out split, and vice versa. For the generated
+tasks the cost is that multi-entity templates (wiki chains, brand filters, a thread and its
+member) keep fewer tasks; the generators draft enough that every template keeps train and
+test (validation, a tenth, misses a few templates). Drafts are numbered as before validation
+existed (`numbered`), so a test task keeps its id. A hand-written task mixing sides is left
+out of sandbox_tasks.jsonl too, and build_tasks.MIXED lists it with the reason (the build
+fails when the table and this rule disagree).
 
 **Template split (ood).** WebGym's out-of-distribution test holds out whole task kinds. Here
 the held-out kind is *comparison*: reading the same attribute on two pages (two products, two
 articles, two search dates) and reporting the winner. The three comparison templates
 (`OOD_TEMPLATES`, one per site that has comparable numbers) never produce train or test tasks,
 so a policy trained on the train split has looked up single facts, followed links, filtered,
-logged in and booked, but never weighed two pages against each other. An ood task is also
-drawn only from test entities (`keep`): its entities must never appear in a train task either,
-so ood measures the new kind on unseen things, not the new kind on memorised facts (it may
-share entities with test tasks: both are held out). Caveat:
-the 69 hand-written tasks (sandbox_tasks.jsonl) carry no split and include a few comparisons;
-a strict ood evaluation trains on the generated train split only.
+logged in and booked, but never weighed two pages against each other. The hand-written
+comparisons (`HAND_OOD_TEMPLATES`: several products' pages, two countries, two dates) are of
+that kind and follow the same rule. An ood task is also drawn only from test entities
+(`keep`): its entities must never appear in a train or validation task either, so ood
+measures the new kind on unseen things, not the new kind on memorised facts (it may share
+entities with test tasks: both are held out); a comparison over any other entity is dropped.
 """
 
 from __future__ import annotations

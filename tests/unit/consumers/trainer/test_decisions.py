@@ -21,9 +21,9 @@ from consumers.trainer.decisions import (
     trained_version,
 )
 from consumers.trainer.llamafactory import run_id
+from tests.factories import sample_event
 from webgym_common.choices import TrainMode
 from webgym_common.config import Settings
-from tests.factories import sample_event
 from webgym_common.events import (
     ChatMessage,
     Event,

@@ -16,13 +16,16 @@ from infra.procs import free_port
 from infra.sandbox.app import start_sandbox
 from infra.sandbox.miniwob import html_dir, page_path
 from infra.sandbox.tasks.miniwob_tasks import (
+    ONE_SOLUTION,
     OOD,
     OUTPUT,
     SUPPORTED,
     TEST_SEEDS,
     TRAIN_SEEDS,
     UNSUPPORTED,
+    VALIDATION_SEEDS,
     all_tasks,
+    load_references,
 )
 from webgym_common.choices import Split, Suite
 from webgym_common.tasks import band_of, in_split, read_task_file, suite_of
@@ -56,13 +59,26 @@ def test_one_task_per_environment_and_seed_split_by_seed() -> None:
         assert t.website == "{sandbox}" + page_path(env.name) and not t.evaluator_reference
         assert t.definite_answer is None and str(env.seed) in t.task_name
         expected = (Split.OOD if env.name in OOD else
-                    Split.TRAIN if env.seed in TRAIN_SEEDS else Split.TEST)
+                    Split.TRAIN if env.seed in TRAIN_SEEDS else
+                    Split.VALIDATION if env.seed in VALIDATION_SEEDS else Split.TEST)
         assert t.split == expected and in_split(t, expected)
-        assert env.seed in (TEST_SEEDS if expected != Split.TRAIN else TRAIN_SEEDS)
+        assert env.seed in {Split.TRAIN: TRAIN_SEEDS, Split.VALIDATION: VALIDATION_SEEDS}.get(
+            expected, TEST_SEEDS)
+        assert expected == Split.TRAIN or env.name not in ONE_SOLUTION
+    held_out = len(SUPPORTED) - len(ONE_SOLUTION)
     per_split = Counter(t.split for t in TASKS)
     assert per_split == {"train": len(SUPPORTED) * len(TRAIN_SEEDS),
-                         "test": len(SUPPORTED) * len(TEST_SEEDS),
+                         "validation": held_out * len(VALIDATION_SEEDS),
+                         "test": held_out * len(TEST_SEEDS),
                          "ood": len(OOD) * len(TEST_SEEDS)}
+
+
+def test_one_solution_lists_the_environments_whose_every_reference_is_the_same() -> None:
+    solutions: dict[str, set[str]] = {}
+    for task_id, steps in load_references().items():
+        env = task_id.removeprefix("miniwob-").rsplit("-", 1)[0]
+        solutions.setdefault(env, set()).add(json.dumps(steps, sort_keys=True))
+    assert {env for env, s in solutions.items() if len(s) == 1} == ONE_SOLUTION
 
 
 @pytest_asyncio.fixture(loop_scope="session")
