@@ -24,8 +24,8 @@ def _console() -> Console:
 
 console = _console()
 SANDBOX_TASKS = "infra/sandbox/tasks/sandbox_tasks.jsonl"
-# What `webgym run` loads: the hand-written sandbox tasks (no split: train and test), the
-# generated ones and MiniWoB++ (train / test / ood splits).
+# What `webgym run` loads: the hand-written sandbox tasks, the generated ones and MiniWoB++
+# (each line with its split: train, validation, test or ood).
 RUN_TASKS = (SANDBOX_TASKS, "infra/sandbox/tasks/generated_tasks.jsonl",
              "infra/sandbox/tasks/miniwob_tasks.jsonl")
 

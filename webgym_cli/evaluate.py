@@ -41,7 +41,7 @@ def eval_command(
         "environment or sandbox template (seeded by --seed; instead of --limit)."),
     heldout: bool = typer.Option(
         False, help="The stratified held-out set at each suite's own size (MiniWoB++ 5 per "
-        "environment, sandbox 8 per template: 135 and 107 test tasks)."),
+        "environment, sandbox 8 per template: 110 and 117 test tasks)."),
     baseline: bool = typer.Option(
         False, help="Evaluate the scripted baseline (clicks the marks in order, then answers) "
         "instead of a model: the floor a version must beat. Its results have version -1."),

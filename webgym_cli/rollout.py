@@ -18,7 +18,7 @@ from webgym_cli.common import (
     one_line_errors,
     settings_with,
 )
-from webgym_common.choices import Driver, PolicyKind, SamplingStrategy, Split, Suite
+from webgym_common.choices import Driver, PolicyKind, SamplingStrategy, Split, Suite, TrainPool
 from webgym_common.config import Settings, TrainerSettings, get_settings
 
 app = typer.Typer()
@@ -124,7 +124,7 @@ def curve(
         "410)."),
     train_steps: int = typer.Option(96, help="Caps each LoRA run (batch 2)."),
     per_group: int = typer.Option(
-        5, help="Held-out tasks per environment / template (MiniWoB++ test: 135 tasks)."),
+        5, help="Held-out tasks per environment / template (MiniWoB++ test: 110 tasks)."),
     eval_max_steps: int = typer.Option(8, help="Caps each held-out episode's steps."),
     episode_minutes: float = typer.Option(
         5.0, help="Training episodes end (timed out) after this long; an iteration waits for "
@@ -134,7 +134,19 @@ def curve(
     suite: Suite = typer.Option(
         Suite.MINIWOB, help="The suite of the bank and the held-out set (all: both; the "
         "sandbox's curve needs a longer warm start, --train-steps 650)."),
-    out: Path = typer.Option(Path("docs/learning-curve"), help="Where the CSVs and PNG go."),
+    attempts: int = typer.Option(
+        1, help="Runs of each drawn training task in an iteration (group sampling: k >= 4 "
+        "with a temperature above 0)."),
+    temperature: float = typer.Option(0.0, help="The policy's sampling temperature in "
+                                      "training episodes (held-out episodes: 0)."),
+    train_pool: TrainPool = typer.Option(
+        TrainPool.ALL, help="Training draws: any train task, or only the rollout pool "
+        "(fresh MiniWoB++ seeds the bank never holds)."),
+    bank_share: float = typer.Option(
+        0.25, help="Share of each run's rows drawn from the bank after the warm start (0: "
+        "the policy's own successes only)."),
+    out: Path | None = typer.Option(
+        None, help="Where the CSVs and PNG go (default: <data dir>/evaluations/curve)."),
     model: Path | None = typer.Option(
         None, "--model", exists=True, file_okay=False,
         help="A Hugging Face model directory to serve and train instead of SmolLM2-135M "
@@ -145,21 +157,25 @@ def curve(
     The demonstration bank, the loop, and the baseline, v0 and every trained version on
     the suite's test split.
 
-    Writes curve.csv (version,suite,split,episodes,successes,success_rate,ci_low,ci_high,
-    mcnemar_p_vs_v0), per_task.csv, per_group.csv and curve.png to --out.
+    Writes curve.csv (each version's success, interval and McNemar p against v0, on all
+    held-out tasks and on the novel-solution ones), per_task.csv, per_group.csv and
+    curve.png to --out.
 
-    Example: webgym curve --iterations 3 --out docs/learning-curve"""
-    settings = settings_with(policy={"kind": PolicyKind.VLLM},
+    Example: webgym curve --attempts 4 --temperature 0.7 --train-pool rollout --out /tmp/c"""
+    settings = settings_with(policy={"kind": PolicyKind.VLLM, "temperature": temperature},
                              rollout={"train": True, "demonstration_share": 0.0,
                                       "task_timeout_minutes": episode_minutes,
                                       "train_max_steps": train_max_steps, "eval_every": 1,
                                       "eval_per_group": per_group, "eval_suite": suite,
                                       "eval_splits": [Split.TEST],
-                                      "eval_max_steps": eval_max_steps},
+                                      "eval_max_steps": eval_max_steps,
+                                      "attempts_per_task": attempts, "train_pool": train_pool},
                              trainer={"max_steps": train_steps,
+                                      "demonstration_share": bank_share,
                                       "run_timeout_s": max(DEFAULT_RUN_TIMEOUT_S,
                                                            RUN_S_PER_STEP * train_steps)},
                              vllm={"model": str(model) if model else None})
+    out = out or Path(settings.infra.data_dir) / "evaluations" / "curve"
     suites: list[Suite] = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
     _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank, suites,
               tasks_per_iteration, iterations, out, from_scratch=True)

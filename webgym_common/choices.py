@@ -22,6 +22,13 @@ class SamplingStrategy(StrEnum):
     ATTEMPT = "attempt"
 
 
+class TrainPool(StrEnum):
+    """Which train tasks a training iteration draws."""
+
+    ALL = "all"  # every train task the leak guard lets train
+    ROLLOUT = "rollout"  # only the rollout pool: fresh tasks the bank never holds
+
+
 class InteractionMode(StrEnum):
     SET_OF_MARKS = "set_of_marks"
     COORDINATES = "coordinates"

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 from webgym_common.events import Task
 from webgym_common.leaks import LeakGuard
-from webgym_common.tasks import suite_of
+from webgym_common.tasks import in_rollout_pool, suite_of
 
 BANK_ITERATION = -2  # a bank episode belongs to no training iteration (evaluations: -1)
 _BANK_ID = re.compile(r"^train-bank(?P<prompt>[A-Za-z0-9]+)-(?P<index>\d{4,})-(?P<task>.+)$")
@@ -46,10 +46,11 @@ def is_bank_sample(iteration: int) -> bool:
 
 def bank_tasks(catalog: Iterable[Task], suites: Iterable[str] | None = None) -> list[Task]:
     """The train split's tasks with a reference sequence (of `suites`, if given) that the
-    leak guard lets train, by id."""
+    leak guard lets train, by id; never the rollout pool's (fresh tasks for the policy)."""
     tasks = list(catalog)
     wanted = set(suites) if suites is not None else None
     guard = LeakGuard.of(tasks)
     return sorted((t for t in tasks if t.split == "train" and t.reference_actions
-                   and (wanted is None or suite_of(t) in wanted) and guard.trainable(t.task_id)),
+                   and (wanted is None or suite_of(t) in wanted) and not in_rollout_pool(t)
+                   and guard.trainable(t.task_id)),
                   key=lambda t: t.task_id)

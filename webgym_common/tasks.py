@@ -233,6 +233,15 @@ def group_of(task: Task) -> str:
     return str(extra_of(task).get("template") or task.subdomain or task.domain)
 
 
+# A task line's "pool": "rollout" marks a fresh train task (MiniWoB++'s rollout seeds): the
+# policy's own to explore, never in the demonstration bank nor teacher-forced.
+ROLLOUT_POOL = "rollout"
+
+
+def in_rollout_pool(task: Task) -> bool:
+    return extra_of(task).get("pool") == ROLLOUT_POOL
+
+
 def entities_of(task: Task) -> list[str]:
     """The entities a generated task is about ("product:Acme Volt 500"): test tasks hold
     theirs out of training."""

@@ -34,7 +34,7 @@ from webgym_common.events import (
 )
 from webgym_common.history import is_judged, is_success
 from webgym_common.leaks import LeakGuard
-from webgym_common.tasks import in_split, step_limit
+from webgym_common.tasks import in_rollout_pool, in_split, step_limit
 from webgym_common.versions import DEMONSTRATION_VERSION, is_demonstration_version
 
 
@@ -98,7 +98,8 @@ def demonstration_tasks(tasks: Sequence[Task], n: int, rng: random.Random) -> li
     """`n` training tasks with reference actions to demonstrate (drawn again when fewer)."""
     guard = LeakGuard.of(tasks)
     pool = sorted((t for t in tasks if t.reference_actions and in_split(t, "train")
-                   and guard.trainable(t.task_id)), key=lambda t: t.task_id)
+                   and not in_rollout_pool(t) and guard.trainable(t.task_id)),
+                  key=lambda t: t.task_id)
     out: list[Task] = []
     while pool and len(out) < n:
         out += rng.sample(pool, min(n - len(out), len(pool)))
@@ -162,7 +163,7 @@ def is_demonstration(eid: str, task: Task, split: str, share: float) -> bool:
     seeded demonstrations (`demonstration_id`), and a fixed share of training episodes whose
     task has reference actions, chosen by the episode id's digest (so a resumed controller
     makes the same choice)."""
-    if split != "train" or not task.reference_actions:
+    if split != "train" or not task.reference_actions or in_rollout_pool(task):
         return False
     if is_seeded_demonstration(eid):
         return True

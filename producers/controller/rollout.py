@@ -10,6 +10,7 @@ the pure functions of producers.controller.iteration.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from producers.controller.iteration import (
     track,
     unfinished,
 )
-from producers.controller.sampler import sample_tasks
+from producers.controller.sampler import sample_tasks, with_attempts
 from webgym_common.config import Settings
 from webgym_common.events import (
     CancelEpisode,
@@ -114,12 +115,14 @@ async def start_or_resume(settings: Settings, producer: EventProducer, iteration
     if began is None:
         rng = random.Random(None if settings.rollout.seed is None
                             else settings.rollout.seed * 1000 + iteration)
-        tasks = sample_tasks(
-            list(catalog.values()), n, split, settings.rollout.strategy,
+        cfg = settings.rollout
+        attempts = cfg.attempts_per_task if split == "train" else 1
+        tasks = with_attempts(sample_tasks(
+            list(catalog.values()), math.ceil(n / attempts), split, cfg.strategy,
             history=await load_task_history(settings, producer),
             blocked_domains=await blocked_domains(settings, producer),
-            ratios=settings.rollout.ratios, rng=rng,
-        )
+            ratios=cfg.ratios, rng=rng, train_pool=cfg.train_pool,
+        ), attempts, n)
         ids = [episode_id(split, iteration, i, t.task_id) for i, t in enumerate(tasks)]
         if split == "train" and settings.rollout.demonstrations and first_training_iteration(
                 control, iteration):

@@ -7,7 +7,10 @@
 Only the split's tasks are drawn (a task without a split: none); a train task is drawn only
 when the leak guard lets it train (webgym_common.leaks: it shares nothing with a held-out
 task), and training skips blocked domains; held-out tasks are never filtered.
-Draws are without replacement while tasks last (then the pool is drawn again).
+Draws are without replacement while tasks last (then the pool is drawn again). A training
+iteration may take only the rollout pool (fresh tasks the bank never holds, `TrainPool`), and
+may run each drawn task k times (`with_attempts`: group sampling, so the reward filter sees
+a task's successes beside its failures).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 
+from webgym_common.choices import TrainPool
 from webgym_common.events import Task, TaskHistory
 from webgym_common.leaks import LeakGuard
-from webgym_common.tasks import Band, band_of, in_split
+from webgym_common.tasks import Band, band_of, in_rollout_pool, in_split
 
 LEVEL_WEIGHTS = (100.0, 10.0, 1.0, 0.1, 0.01, 0.001)
 
@@ -27,14 +31,22 @@ def level_weight(level: int) -> float:
     return LEVEL_WEIGHTS[min(max(level, 0), len(LEVEL_WEIGHTS) - 1)]
 
 
-def eligible(tasks: Sequence[Task], split: str, blocked_domains: set[str]) -> list[Task]:
+def eligible(tasks: Sequence[Task], split: str, blocked_domains: set[str],
+             pool: TrainPool = TrainPool.ALL) -> list[Task]:
     """The split's tasks (webgym_common.tasks.in_split); training takes what the leak guard
-    lets train and skips blocked domains."""
+    lets train (of the rollout pool only, if `pool` says so) and skips blocked domains."""
     mine = [t for t in tasks if in_split(t, split)]
     if split != "train":
         return mine
     guard = LeakGuard.of(tasks)
-    return [t for t in mine if t.domain not in blocked_domains and guard.trainable(t.task_id)]
+    return [t for t in mine if t.domain not in blocked_domains and guard.trainable(t.task_id)
+            and (pool is TrainPool.ALL or in_rollout_pool(t))]
+
+
+def with_attempts(tasks: Sequence[Task], attempts: int, n: int) -> list[Task]:
+    """Each task `attempts` times in a row, `n` episodes in all (the last task may get fewer):
+    draw ceil(n / attempts) tasks, then this."""
+    return [t for t in tasks for _ in range(attempts)][:n]
 
 
 def _weighted_without_replacement(
@@ -62,9 +74,11 @@ def sample_tasks(
     blocked_domains: set[str] | None = None,
     ratios: Mapping[Band, float] | None = None,
     rng: random.Random | None = None,
+    train_pool: TrainPool = TrainPool.ALL,
 ) -> list[Task]:
     rng = rng or random.Random()
-    pool = sorted(eligible(tasks, split, blocked_domains or set()), key=lambda t: t.task_id)
+    pool = sorted(eligible(tasks, split, blocked_domains or set(), train_pool),
+                  key=lambda t: t.task_id)
     if strategy == "uniform":
         return _draw(pool, [1.0] * len(pool), n, rng)
     if strategy == "attempt":

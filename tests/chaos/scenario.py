@@ -16,10 +16,11 @@ from infra.sandbox.app import TASKS_FILE
 from webgym_common.choices import PolicyKind, SamplingStrategy
 from webgym_common.config import Settings
 
-# Tasks whose reference actions post forms (cart, checkout, login, reply, upvote, booking),
-# 4 to 8 steps each: 8 tasks x 6 draws = 48 episodes.
-CHAOS_TASKS = ("shop-011", "shop-012", "shop-018", "forum-007", "forum-010", "forum-011",
-               "forum-012", "travel-008")
+# Train tasks (the iteration is a train one) whose reference actions post forms (cart,
+# checkout, login, reply, upvote, booking), 4 to 10 steps each: 8 tasks x 6 draws = 48
+# episodes.
+CHAOS_TASKS = ("shop-012", "shop-016", "forum-007", "forum-010", "forum-011", "travel-008",
+               "travel-010", "travel-014")
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ async def test_vllm_stopped_for_20s(vllm_stack: Settings, chaos_run: Callable[..
     # The vLLM policy on this CPU takes seconds per decision: 8 short episodes, 4 at a time.
     # The model rarely solves a task, so side effects are only checked for duplicates.
     options = Options(episodes=8, contexts=4, policy="vllm", bound_s=1200,
-                      tasks=("shop-012", "forum-007", "travel-008", "shop-011"))
+                      tasks=("shop-012", "forum-007", "travel-008", "forum-011"))
     run = chaos_run("vLLM stopped 20 s (vLLM policy)", options, base=vllm_stack)
     result = await play(run, vllm_outage(1))
     assert_exactly_once(result, run)

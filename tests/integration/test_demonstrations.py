@@ -30,8 +30,9 @@ from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-SPLITS = {"shop-001": "train", "wiki-001": "train", "forum-002": "test", "shop-002": "test",
-          "travel-001": "ood"}
+# The tasks and their splits in the file (sandbox_tasks.jsonl): two train, two test, one ood.
+SPLITS = {"forum-002": "train", "travel-001": "train", "shop-001": "test", "shop-002": "test",
+          "travel-009": "ood"}
 
 
 @pytest.fixture
@@ -63,9 +64,10 @@ async def replay_samples(settings: Settings, producer: EventProducer, n: int,
 
 
 async def loaded(settings: Settings, producer: EventProducer, tmp_path: Path) -> Settings:
-    """Fast rollout settings, the tasks of SPLITS loaded."""
+    """Fast rollout settings, the tasks of SPLITS loaded (with the file's own splits)."""
     s = fast(settings)
-    lines = [{**LINES[t], "split": split} for t, split in SPLITS.items()]
+    assert {t: LINES[t]["split"] for t in SPLITS} == SPLITS
+    lines = [LINES[t] for t in SPLITS]
     await load(s, producer, write_tasks(tmp_path / "t.jsonl", lines))
     return s
 
@@ -80,14 +82,14 @@ async def test_the_bank_trains_on_train_references_only_and_resumes(
     assert (result.episodes, result.solved) == (2, 2)
     sent = [e for e in await read_all(s, producer, Topic.EPISODES)
             if isinstance(e, EpisodeRequested)]
-    assert sorted(r.task.task_id for r in sent) == ["shop-001", "wiki-001"]
+    assert sorted(r.task.task_id for r in sent) == ["forum-002", "travel-001"]
     assert {(r.iteration, r.demonstration, r.policy_version) for r in sent} == {
         (BANK_ITERATION, True, "demonstration")}
 
-    steps = sum(len(LINES[t]["reference_actions"]) for t in ("shop-001", "wiki-001"))
+    steps = sum(len(LINES[t]["reference_actions"]) for t in ("forum-002", "travel-001"))
     samples = await replay_samples(s, producer, steps)
     assert samples and {x.iteration for x in samples} == {BANK_ITERATION}
-    assert {x.task_id for x in samples} <= {"shop-001", "wiki-001"}
+    assert {x.task_id for x in samples} <= {"forum-002", "travel-001"}
     catalog = await load_task_catalog(s, producer)
     assert held_out_leaks({x.task_id for x in samples}, catalog) == []
     user = samples[0].messages[-1].content

@@ -25,8 +25,9 @@ from webgym_common.stream.readers import read_compacted, read_to_end
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-SPLITS = {"shop-001": "test", "wiki-001": "test", "forum-002": "test", "shop-002": "train",
-          "travel-001": "ood"}
+# The tasks and their splits in the file (sandbox_tasks.jsonl): three test, one train, one ood.
+SPLITS = {"shop-001": "test", "wiki-001": "test", "shop-002": "test", "forum-002": "train",
+          "travel-009": "ood"}
 
 
 @pytest.fixture
@@ -48,7 +49,8 @@ async def test_an_evaluation_runs_only_held_out_tasks_and_resumes(
     settings: Settings, producer: EventProducer, pipeline, tmp_path: Path
 ) -> None:
     s = fast(settings)
-    lines = [{**LINES[t], "split": split} for t, split in SPLITS.items()]
+    assert {t: LINES[t]["split"] for t in SPLITS} == SPLITS
+    lines = [LINES[t] for t in SPLITS]
     await load(s, producer, write_tasks(tmp_path / "t.jsonl", lines))
     console = Console(width=160)
 
@@ -59,7 +61,7 @@ async def test_an_evaluation_runs_only_held_out_tasks_and_resumes(
     assert (by_split["ood"].episodes, by_split["ood"].successes) == (1, 1)
     assert by_split["test"].ci_low > 0.3 and by_split["test"].ci_high == 1.0
     sent = await requests(s, producer)
-    assert sorted(r.task.task_id for r in sent) == ["forum-002", "shop-001", "travel-001",
+    assert sorted(r.task.task_id for r in sent) == ["shop-001", "shop-002", "travel-009",
                                                      "wiki-001"]
     assert {(r.iteration, r.policy_version) for r in sent} == {(EVAL_ITERATION, "base")}
     assert await control(s, producer) == []  # an evaluation is no iteration

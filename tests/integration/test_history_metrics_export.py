@@ -82,7 +82,7 @@ async def webgym(settings: Settings, *args: str, timeout_s: float = 120) -> tupl
 
 def task_line(task_id: str, name: str) -> str:
     return json.dumps({"task_id": task_id, "task_name": name, "domain": "example.org",
-                       "website": "https://example.org/", "difficulty": 2})
+                       "website": "https://example.org/", "difficulty": 2, "split": "train"})
 
 
 async def test_tasks_load_publishes_the_catalog_and_the_latest_load_wins(

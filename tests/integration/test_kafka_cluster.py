@@ -36,6 +36,7 @@ from webgym_common.topics import Topic, topic_name
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
 RECORDS = 3000
+EPISODES = 24  # the iteration's episodes, over the short train tasks
 
 
 @pytest.fixture(scope="module")
@@ -210,12 +211,12 @@ def fast(settings: Settings) -> Settings:
     return settings.model_copy(update={"rollout": rollout_cfg, "browser": browser})
 
 
-def short_tasks(count: int) -> list[dict]:
+def short_tasks() -> list[dict]:
+    """The short train tasks (a train iteration draws only those) of shop, wiki and forum."""
     lines = [json.loads(x) for x in SANDBOX.read_text().splitlines()]
-    short = [x for x in lines if x["task_id"].split("-")[0] in ("shop", "wiki", "forum")
-             and x.get("definite_answer") and len(x["reference_actions"]) <= 4]
-    assert len(short) >= count
-    return short[:count]
+    return [x for x in lines if x["task_id"].split("-")[0] in ("shop", "wiki", "forum")
+            and x["split"] == "train" and x.get("definite_answer")
+            and len(x["reference_actions"]) <= 4]
 
 
 async def test_an_iteration_on_the_cluster_survives_a_broker_killed_mid_way(
@@ -234,13 +235,14 @@ async def test_an_iteration_on_the_cluster_survives_a_broker_killed_mid_way(
                 assert all(p.proc.poll() is None for p in procs), [p.log_text()[-800:]
                                                                     for p in procs]
                 await asyncio.sleep(0.5)
-        tasks = short_tasks(24)
+        tasks = short_tasks()
+        assert len(tasks) >= EPISODES // 2  # a task is drawn again once all were drawn
         (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
         async with EventProducer(s, client_id="test") as producer:
             assert not (await load_tasks(tmp_path / "tasks.jsonl", producer)).bad
             quarter = asyncio.Event()
             iteration = asyncio.create_task(run_iteration(
-                s, producer, 0, "train", len(tasks),
+                s, producer, 0, "train", EPISODES,
                 on_update=lambda st: quarter.set() if len(st.completed) >= 6 else None))
             async with asyncio.timeout(300):
                 await quarter.wait()
@@ -254,9 +256,9 @@ async def test_an_iteration_on_the_cluster_survives_a_broker_killed_mid_way(
     finally:
         for p in procs:
             p.stop()
-    assert closed.requested == len(tasks) and closed.completed == len(tasks), (
+    assert closed.requested == EPISODES and closed.completed == EPISODES, (
         closed, [p.log_text()[-1500:] for p in procs])
-    assert len(requested) == len(tasks) and set(requested.values()) == {1}, requested
+    assert len(requested) == EPISODES and set(requested.values()) == {1}, requested
     assert completed == requested, "each episode completed exactly once"
     assert scored == requested, "each episode scored exactly once"
     await stack.up(s)  # the killed node back, for whatever runs next

@@ -40,14 +40,14 @@ SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
 LINES = {json.loads(x)["task_id"]: json.loads(x) for x in SANDBOX.read_text().splitlines()}
 EVIL = "<script>window.__pwned=1</script>"
 HOSTILE = {
-    **LINES["shop-001"], "task_id": "evil-001",
+    **LINES["shop-003"], "task_id": "evil-001",  # a train task, as its base is
     "task_name": f"Search the shop for {EVIL} and report what it says",
     "website": "{sandbox}/shop/search?q=" + EVIL,  # the page's title echoes the query
     "definite_answer": None,
     "reference_actions": [{"action": "Scroll", "direction": "down"},
                           {"action": "ANSWER", "text": '<img src=x onerror="window.__pwned=2">'}],
 }
-TASKS = ["shop-001", "wiki-001", "forum-001", "travel-001", "shop-002"]
+TASKS = ["shop-003", "wiki-003", "forum-003", "travel-001", "shop-004"]  # train tasks
 
 
 def fast(settings: Settings, tmp_path: Path) -> Settings:
@@ -146,7 +146,7 @@ async def test_the_monitor_follows_a_rollout_live_and_shows_its_episodes(
         await shoot(page, "live-closed")
 
         # The viewer: screenshots decode, the arrow keys step, verdicts are shown.
-        shop = next(eid for eid in final if "shop-001" in eid)
+        shop = next(eid for eid in final if "shop-003" in eid)
         await page.goto(f"{base}/episodes/{shop}")
         visible_image = ("() => { const i = document.querySelector('article.step:not([hidden]) "
                          "img'); return i !== null && i.complete && i.naturalWidth > 0; }")

@@ -28,7 +28,8 @@ from webgym_common.topics import Topic
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
 LINES = {json.loads(x)["task_id"]: json.loads(x) for x in SANDBOX.read_text().splitlines()}
-GOOD = ["shop-001", "shop-002", "wiki-001", "wiki-002", "forum-001", "travel-001"]
+# Easy train tasks (the leak guard lets each train), two steps and an answer each.
+GOOD = ["shop-003", "shop-004", "wiki-003", "wiki-004", "forum-003", "travel-001"]
 
 
 def fast(settings: Settings) -> Settings:
@@ -95,25 +96,30 @@ async def test_captcha_domain_is_blocklisted_and_skipped_for_train_not_test(
     settings: Settings, producer: EventProducer, pipeline, tmp_path: Path
 ) -> None:
     s = fast(settings)
-    await load(s, producer, write_tasks(tmp_path / "t.jsonl",
-                                        [LINES["hostile-001"], LINES["shop-001"]]))
+    # Train: hostile-001 and shop-003 (train in the file). Test: shop-001 (test in the file)
+    # and hostile-002 on the same domain, placed in test here (no hostile task is held out
+    # in the file; it shares no id, entity or solution with hostile-001).
+    await load(s, producer, write_tasks(tmp_path / "t.jsonl", [
+        LINES["hostile-001"], LINES["shop-003"], LINES["shop-001"],
+        {**LINES["hostile-002"], "split": "test"}]))
     state, closed = await run_iteration(s, producer, 0, "train", 2)
+    assert {r.task.task_id for r in state.requests.values()} == {"hostile-001", "shop-003"}
     assert closed.blocked == 1 and closed.completed == 2
     async with EventConsumer(s, [Topic.BLOCKLIST], None, producer) as c:
         blocked = [r.event for r in await read_to_end(c)]
     assert [b.domain for b in blocked if isinstance(b, DomainBlocked)] == ["sandbox-hostile"]
 
     state, _ = await run_iteration(s, producer, 1, "train", 2)
-    assert {r.task.task_id for r in state.requests.values()} == {"shop-001"}
+    assert {r.task.task_id for r in state.requests.values()} == {"shop-003"}
     state, _ = await run_iteration(s, producer, 2, "test", 2)
-    assert {r.task.task_id for r in state.requests.values()} == {"hostile-001", "shop-001"}
+    assert {r.task.task_id for r in state.requests.values()} == {"hostile-002", "shop-001"}
 
 
 async def test_a_straggler_is_cancelled_after_the_grace_period(
     settings: Settings, producer: EventProducer, pipeline, tmp_path: Path
 ) -> None:
     s = fast(settings)
-    straggler = {**LINES["shop-001"], "task_id": "straggler-1", "definite_answer": None,
+    straggler = {**LINES["shop-003"], "task_id": "straggler-1", "definite_answer": None,
                  "website": "{sandbox}/hostile/never-loads", "max_steps": 30,
                  "reference_actions": [{"action": "Wait"}] * 25 + [{"action": "ANSWER",
                                                                     "text": "x"}]}

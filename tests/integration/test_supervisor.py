@@ -53,9 +53,10 @@ async def test_a_killed_process_is_restarted_and_down_stops_everything(
         for other in ("browser", "evaluator", "history", "metrics"):
             assert pid_of(s, other) == pids[other] and " 0 " in row(status.stdout, other)
 
-        # The restarted policy serves: a short iteration ends with every episode scored.
+        # The restarted policy serves: a short iteration (of train tasks) ends with every
+        # episode scored.
         lines = [json.loads(x) for x in SANDBOX.read_text().splitlines()]  # noqa: ASYNC240
-        tasks = [x for x in lines if x["task_id"] in ("shop-001", "wiki-001", "forum-001")]
+        tasks = [x for x in lines if x["task_id"] in ("shop-003", "wiki-003", "forum-003")]
         (tmp_path / "t.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
         async with EventProducer(s, client_id="test") as producer:
             assert not (await load_tasks(tmp_path / "t.jsonl", producer)).bad

@@ -20,6 +20,7 @@ from webgym_common.choices import (
     Split,
     Suite,
     TrainMode,
+    TrainPool,
     TrainPrecision,
     TrainTrigger,
 )
@@ -220,6 +221,13 @@ class RolloutSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     strategy: SamplingStrategy = SamplingStrategy.ATTEMPT
+    # Group sampling (GRPO-style): each drawn training task runs this many times in one
+    # iteration, so the reward filter sees successes and failures of the same task.
+    attempts_per_task: int = Field(1, ge=1, le=64)
+    # all: any train task the leak guard lets train; rollout: only fresh tasks the
+    # demonstration bank never holds (MiniWoB++'s rollout seeds), so what the policy learns
+    # there is its own experience, not a bank solution seen again.
+    train_pool: TrainPool = TrainPool.ALL
     # Shares per difficulty band for the ratio strategy.
     ratios: dict[Band, float] = Field(
         default_factory=lambda: {Band.EASY: 0.4, Band.MEDIUM: 0.4, Band.HARD: 0.2}

@@ -6,7 +6,9 @@ Each line is a Task with `environment` {kind: miniwob, name, seed}: the browser 
 starts the page's episode with that seed, the page writes the instruction (reported in the
 first observation; `task_name` is only a placeholder) and the page's reward scores the
 episode, so there is no evaluator_reference and no answer. Splits by seed: seeds 0-19 are
-train, 2000-2009 validation (for choosing recipes), 1000-1009 test; the OOD environments are
+train, 100-119 train too but the rollout pool (`"pool": "rollout"`: fresh seeds for the
+policy's own episodes, never in the demonstration bank nor teacher-forced), 2000-2009
+validation (for choosing recipes), 1000-1009 test; the OOD environments are
 held out whole (their seeds 1000-1009 are ood). An environment whose every seed has the same
 solution (ONE_SOLUTION: its page never changes what it asks) has train seeds only: a held-out
 seed of it would be a training task under another id, so it is held out nowhere and the
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.sandbox.miniwob import page_path
+from webgym_common.tasks import ROLLOUT_POOL
 
 OUTPUT = Path(__file__).with_name("miniwob_tasks.jsonl")
 # Verified reference sequences, {task_id: [ReferenceAction, ...]}, built in Chromium by
@@ -35,6 +38,7 @@ BENCHMARK = "miniwob"
 TRAIN_SEEDS = range(0, 20)
 TEST_SEEDS = range(1000, 1010)
 VALIDATION_SEEDS = range(2000, 2010)
+ROLLOUT_SEEDS = range(100, 120)
 
 # Supported environments and their difficulty (WebGym's easy band: 1 a single click,
 # 2 two actions or a choice among options, 3 several fields or reading the page).
@@ -88,10 +92,11 @@ UNSUPPORTED: dict[str, str] = {
 }
 
 
-def task(env: str, seed: int, difficulty: int, split: str) -> dict[str, Any]:
+def task(env: str, seed: int, difficulty: int, split: str, pool: str | None = None
+         ) -> dict[str, Any]:
     """One JSONL record. task_name names the seed: WebGym deduplicates lines by
     (subdomain, website, difficulty, task_name), and the seeds share the rest."""
-    return {
+    return {**({"pool": pool} if pool else {}),
         "task_id": f"miniwob-{env}-{seed}",
         "task_name": f"MiniWoB++ {env}, seed {seed} (the page states the task)",
         "domain": "miniwob",
@@ -125,6 +130,8 @@ def all_tasks(references: dict[str, list[dict[str, Any]]] | None = None
     assert ONE_SOLUTION <= set(SUPPORTED), ONE_SOLUTION - set(SUPPORTED)
     held_out = {env: d for env, d in SUPPORTED.items() if env not in ONE_SOLUTION}
     tasks = [task(env, seed, d, "train") for env, d in SUPPORTED.items() for seed in TRAIN_SEEDS]
+    tasks += [task(env, seed, d, "train", ROLLOUT_POOL) for env, d in SUPPORTED.items()
+              for seed in ROLLOUT_SEEDS]
     tasks += [task(env, seed, d, "validation") for env, d in held_out.items()
               for seed in VALIDATION_SEEDS]
     tasks += [task(env, seed, d, "test") for env, d in held_out.items() for seed in TEST_SEEDS]

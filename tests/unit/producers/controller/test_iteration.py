@@ -263,6 +263,16 @@ def test_seeded_demonstrations_are_teacher_forced_training_tasks_with_references
     assert not first_training_iteration([started(0)], 1)
 
 
+def test_a_rollout_pool_task_is_never_teacher_forced() -> None:
+    ref = [ReferenceAction(action="ANSWER", text="x")]
+    fresh = Task(task_id="f", task_name="n", domain="d", website="w", difficulty=1,
+                 reference_actions=ref, split="train", extra_json='{"pool": "rollout"}')
+    assert not is_demonstration("train-it0-d000-f", fresh, "train", 1.0)
+    assert not demonstration_tasks([fresh], 3, random.Random(0))
+    banked = fresh.model_copy(update={"extra_json": None})
+    assert is_demonstration("train-it0-d000-f", banked, "train", 1.0)
+
+
 def test_a_tasks_own_step_limit_wins_over_the_band_limit() -> None:
     settings = load_settings()
     base = Task(task_id="t", task_name="n", domain="d", website="w", difficulty=8)

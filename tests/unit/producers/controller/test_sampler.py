@@ -16,7 +16,9 @@ from producers.controller.sampler import (
     eligible,
     level_weight,
     sample_tasks,
+    with_attempts,
 )
+from webgym_common.choices import TrainPool
 from webgym_common.events import Task, TaskHistory
 from webgym_common.tasks import Band, band_of
 
@@ -204,3 +206,17 @@ def test_training_never_draws_a_train_task_the_leak_guard_refuses() -> None:
     assert ids(eligible([held, twin, other], "train", set())) == ["other"]
     assert ids(sample_tasks([held, twin, other], 5, "train", "uniform",
                             rng=random.Random(0))) == ["other"] * 5
+
+
+def test_the_rollout_pool_alone_when_asked_and_each_task_k_times() -> None:
+    fresh = [task(f"fresh{i}").model_copy(update={"extra_json": '{"pool": "rollout"}'})
+             for i in range(3)]
+    tasks = [task("banked"), *fresh]
+    assert ids(eligible(tasks, "train", set(), TrainPool.ROLLOUT)) == ["fresh0", "fresh1",
+                                                                        "fresh2"]
+    assert len(eligible(tasks, "train", set())) == 4
+    drawn = sample_tasks(tasks, 2, "train", "uniform", rng=random.Random(3),
+                         train_pool=TrainPool.ROLLOUT)
+    assert len(set(ids(drawn))) == 2 and set(ids(drawn)) <= {"fresh0", "fresh1", "fresh2"}
+    assert ids(with_attempts(drawn, 4, 7)) == [drawn[0].task_id] * 4 + [drawn[1].task_id] * 3
+    assert with_attempts(drawn, 1, 2) == drawn

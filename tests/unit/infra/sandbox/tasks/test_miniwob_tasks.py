@@ -19,6 +19,7 @@ from infra.sandbox.tasks.miniwob_tasks import (
     ONE_SOLUTION,
     OOD,
     OUTPUT,
+    ROLLOUT_SEEDS,
     SUPPORTED,
     TEST_SEEDS,
     TRAIN_SEEDS,
@@ -28,7 +29,7 @@ from infra.sandbox.tasks.miniwob_tasks import (
     load_references,
 )
 from webgym_common.choices import Split, Suite
-from webgym_common.tasks import band_of, in_split, read_task_file, suite_of
+from webgym_common.tasks import band_of, in_rollout_pool, in_split, read_task_file, suite_of
 
 TASKS, BAD = read_task_file(OUTPUT)
 
@@ -59,15 +60,16 @@ def test_one_task_per_environment_and_seed_split_by_seed() -> None:
         assert t.website == "{sandbox}" + page_path(env.name) and not t.evaluator_reference
         assert t.definite_answer is None and str(env.seed) in t.task_name
         expected = (Split.OOD if env.name in OOD else
-                    Split.TRAIN if env.seed in TRAIN_SEEDS else
+                    Split.TRAIN if env.seed in (*TRAIN_SEEDS, *ROLLOUT_SEEDS) else
                     Split.VALIDATION if env.seed in VALIDATION_SEEDS else Split.TEST)
         assert t.split == expected and in_split(t, expected)
-        assert env.seed in {Split.TRAIN: TRAIN_SEEDS, Split.VALIDATION: VALIDATION_SEEDS}.get(
-            expected, TEST_SEEDS)
+        assert in_rollout_pool(t) == (env.seed in ROLLOUT_SEEDS)
+        assert env.seed in {Split.TRAIN: (*TRAIN_SEEDS, *ROLLOUT_SEEDS),
+                            Split.VALIDATION: VALIDATION_SEEDS}.get(expected, TEST_SEEDS)
         assert expected == Split.TRAIN or env.name not in ONE_SOLUTION
     held_out = len(SUPPORTED) - len(ONE_SOLUTION)
     per_split = Counter(t.split for t in TASKS)
-    assert per_split == {"train": len(SUPPORTED) * len(TRAIN_SEEDS),
+    assert per_split == {"train": len(SUPPORTED) * (len(TRAIN_SEEDS) + len(ROLLOUT_SEEDS)),
                          "validation": held_out * len(VALIDATION_SEEDS),
                          "test": held_out * len(TEST_SEEDS),
                          "ood": len(OOD) * len(TEST_SEEDS)}
