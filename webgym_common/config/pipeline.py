@@ -186,7 +186,7 @@ class TrainerSettings(BaseModel):
     template: str = "smollm2"  # LLaMA-Factory's chat template for the base model
     base_model: str = ""  # a directory or hub id; unset: the local vLLM's model
     model_name: str = "webgym-policy"  # webgym.models key; version N is served as <name>-vN
-    # LoRA: the rate and rank of the measured learning curve (docs/learning-curve); WebGym's
+    # LoRA: the rate and rank of the learning curve (docs/experiments/learning-curve.md); WebGym's
     # full fine-tuning uses 1e-6.
     learning_rate: float = Field(5e-4, gt=0)
     epochs: float = Field(2.0, gt=0)

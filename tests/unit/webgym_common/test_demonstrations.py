@@ -3,26 +3,18 @@ task files."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.unit.catalog import real_catalog
 from webgym_common.demonstrations import bank_episode_id, bank_tasks, parse_bank_episode_id
 from webgym_common.events import Task
 from webgym_common.leaks import LeakGuard, held_out_leaks
-from webgym_common.tasks import in_rollout_pool, read_task_file
-
-FILES = ("miniwob_tasks.jsonl", "generated_tasks.jsonl", "sandbox_tasks.jsonl")
+from webgym_common.tasks import in_rollout_pool
 
 
 @pytest.fixture(scope="module")
 def catalog() -> dict[str, Task]:
-    tasks: dict[str, Task] = {}
-    for name in FILES:
-        read, bad = read_task_file(Path("infra/sandbox/tasks") / name)
-        assert not bad
-        tasks.update({t.task_id: t for t in read})
-    return tasks
+    return real_catalog()
 
 
 def test_the_bank_is_every_train_reference_the_guard_allows_and_touches_nothing_held_out(

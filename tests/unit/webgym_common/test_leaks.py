@@ -3,10 +3,9 @@ is caught, nothing the guard lets train shares one with a held-out task."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.unit.catalog import real_catalog
 from webgym_common.events import Task
 from webgym_common.leaks import (
     LeakGuard,
@@ -16,20 +15,14 @@ from webgym_common.leaks import (
     solution_of,
     train_solutions,
 )
-from webgym_common.tasks import group_of, read_task_file
+from webgym_common.tasks import group_of
 
-FILES = ("miniwob_tasks.jsonl", "generated_tasks.jsonl", "sandbox_tasks.jsonl")
 HELD_OUT = ("test", "validation", "ood")
 
 
 @pytest.fixture(scope="module")
 def catalog() -> dict[str, Task]:
-    tasks: dict[str, Task] = {}
-    for name in FILES:
-        read, bad = read_task_file(Path("infra/sandbox/tasks") / name)
-        assert not bad, bad[:3]
-        tasks.update({t.task_id: t for t in read})
-    return tasks
+    return real_catalog()
 
 
 def twin(task: Task, **update: object) -> Task:
