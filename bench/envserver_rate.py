@@ -12,7 +12,8 @@ steps and an answer each):
   evaluator's reward), close;
 - direct: producers.drive_reference.drive, one episode at a time per lane (each call starts
   its own group-less reader, as `webgym drive` does), then the wait for the same episode's
-  EpisodeScored (so both sides end at the reward).
+  EpisodeScored (so both sides end at the reward); each request in the task's own split
+  (shop-001 and wiki-001 test, shop-003 train), as the env server requests it.
 
 Steps/s = actions sent (answers included) / wall time; the ratio is server / direct.
 """
@@ -109,7 +110,7 @@ async def directly(settings: Settings, producer: EventProducer, envs: int, per_e
         nonlocal steps
         for k in range(per_env):
             task = tasks[TASK_IDS[(lane_no + k) % len(TASK_IDS)]]
-            request = episode_request(task, split="train")
+            request = episode_request(task, split=task.split or "train")  # as the server
             scores.setdefault(request.episode_id, asyncio.get_running_loop().create_future())
             (episode,) = await drive(settings, [request], producer, timeout_s=600)
             steps += len(episode.actions)  # the answer included

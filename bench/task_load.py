@@ -3,11 +3,13 @@
   .venv/bin/python -m bench.task_load [--lines 300000]
 
 Writes a task file in WebGym's shapes (integer and absent task ids, websites without a
-scheme, every evaluator_reference variant, 1 % repeated tasks, 0.1 % broken lines), then
-measures in one process: the baseline (`json.loads` of every line, the floor of any
-loader), parsing alone (`read_task_file`: validation into Task events) and the whole load
-(`load_tasks` with its progress bars: parse, then publish to webgym.tasks on the embedded
-stack, started if it is not up, under a fresh topic prefix).
+scheme, every evaluator_reference variant, 1 % repeated tasks, 0.1 % broken lines; no split
+on a line: WebGym keeps train and test in separate files, so the file is read and loaded as
+a train file, `webgym tasks load FILE --split train`), then measures in one process: the
+baseline (`json.loads` of every line, the floor of any loader), parsing alone
+(`read_task_file`: validation into Task events) and the whole load (`load_tasks` with its
+progress bars: parse, then publish to webgym.tasks on the embedded stack, started if it is
+not up, under a fresh topic prefix).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rich.table import Table
 from bench.machine import describe_machine
 from infra import stack
 from producers.catalog import load_tasks
+from webgym_common.choices import Split
 from webgym_common.config import get_settings
 from webgym_common.stream.admin import create_topics
 from webgym_common.stream.bus import EventProducer
@@ -88,7 +91,7 @@ def main(lines: int = 300_000) -> None:
     raw_s = time.perf_counter() - started
 
     started = time.perf_counter()
-    tasks, bad = read_task_file(path)
+    tasks, bad = read_task_file(path, split=Split.TRAIN)
     parse_s = time.perf_counter() - started
 
     asyncio.run(stack.up(base))
@@ -100,7 +103,7 @@ def main(lines: int = 300_000) -> None:
         async with EventProducer(settings, client_id="bench") as producer:
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console) as progress:
-                report = await load_tasks(path, producer, progress)
+                report = await load_tasks(path, producer, progress, split=Split.TRAIN)
         assert len(report.loaded) == len(tasks), (len(report.loaded), len(tasks))
         return report.seconds
 

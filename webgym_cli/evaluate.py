@@ -40,8 +40,8 @@ def eval_command(
         None, min=1, help="The stratified held-out set: this many tasks per MiniWoB++ "
         "environment or sandbox template (seeded by --seed; instead of --limit)."),
     heldout: bool = typer.Option(
-        False, help="The stratified held-out set at each suite's own size (MiniWoB++ 5 per "
-        "environment, sandbox 8 per template: 110 and 117 test tasks)."),
+        False, help="The stratified held-out set at each suite's own size (MiniWoB++ 6 per "
+        "environment, sandbox 8 per template: 132 and 117 test tasks)."),
     baseline: bool = typer.Option(
         False, help="Evaluate the scripted baseline (clicks the marks in order, then answers) "
         "instead of a model: the floor a version must beat. Its results have version -1."),

@@ -20,6 +20,7 @@ from webgym_cli.common import (
 )
 from webgym_common.choices import Driver, PolicyKind, SamplingStrategy, Split, Suite, TrainPool
 from webgym_common.config import Settings, TrainerSettings, get_settings
+from webgym_common.events import RolloutMetrics
 
 app = typer.Typer()
 
@@ -120,11 +121,12 @@ def curve(
     tasks_per_iteration: int = typer.Option(16, help="Policy episodes per iteration."),
     bank: int = typer.Option(
         510, help="Train tasks in the demonstration bank, spread over the environments and "
-        "templates of --suite (MiniWoB++'s whole train split is 510 tasks; the sandbox's "
-        "410)."),
+        "templates of --suite (the whole bank, what the leak guard lets train: MiniWoB++ 336 "
+        "tasks, the sandbox 378)."),
     train_steps: int = typer.Option(96, help="Caps each LoRA run (batch 2)."),
     per_group: int = typer.Option(
-        5, help="Held-out tasks per environment / template (MiniWoB++ test: 110 tasks)."),
+        6, help="Held-out tasks per environment / template (MiniWoB++ test: 132 tasks, 71 "
+        "of them with a solution no train task has)."),
     eval_max_steps: int = typer.Option(8, help="Caps each held-out episode's steps."),
     episode_minutes: float = typer.Option(
         5.0, help="Training episodes end (timed out) after this long; an iteration waits for "
@@ -145,6 +147,10 @@ def curve(
     bank_share: float = typer.Option(
         0.25, help="Share of each run's rows drawn from the bank after the warm start (0: "
         "the policy's own successes only)."),
+    control: bool = typer.Option(
+        True, help="After the loop, the matched bank-only control: the warm start's adapter "
+        "trained on the bank alone for as many LoRA steps as the later versions had, "
+        "evaluated on the same tasks and compared with the last version (McNemar)."),
     out: Path | None = typer.Option(
         None, help="Where the CSVs and PNG go (default: <data dir>/evaluations/curve)."),
     model: Path | None = typer.Option(
@@ -178,13 +184,15 @@ def curve(
     out = out or Path(settings.infra.data_dir) / "evaluations" / "curve"
     suites: list[Suite] = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
     _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank, suites,
-              tasks_per_iteration, iterations, out, from_scratch=True)
+              tasks_per_iteration, iterations, out, from_scratch=True, control=control)
 
 
 def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
               bank_suites: list[Suite], tasks_per_iteration: int, iterations: int,
-              report_dir: Path | None, from_scratch: bool = False) -> None:
-    """Stack, topics, tasks, pipeline (and monitor), the bank, the loop, the export.
+              report_dir: Path | None, from_scratch: bool = False,
+              control: bool = False) -> None:
+    """Stack, topics, tasks, pipeline (and monitor), the bank, the loop, the export; with
+    `control`, the bank-only control and the report again with it.
 
     The loop resumes whatever the log holds (an earlier run's iterations and versions);
     `from_scratch` (the learning curve, which must start at v0) refuses such a log."""
@@ -223,6 +231,8 @@ def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
         asyncio.run(_build_bank(settings, bank, bank_suites))
     metrics = asyncio.run(rollout(settings, "train", tasks_per_iteration, iterations, console,
                                   report_dir))
+    if control and train and metrics:
+        asyncio.run(_control(settings, report_dir, metrics))
     exports = []
     for m in metrics:
         result = asyncio.run(export_iteration(settings, m.iteration))
@@ -267,6 +277,36 @@ async def _require_an_empty_log(settings: Settings) -> None:
             f"the log in {settings.infra.data_dir} already holds {iteration} iterations and "
             f"serves v{served}: a learning curve starts from v0. Run it on a fresh data dir "
             "(`webgym down`, then WEBGYM_INFRA__DATA_DIR=/some/new/dir webgym curve ...)")
+
+
+async def _control(settings: Settings, report_dir: Path | None,
+                   metrics: list[RolloutMetrics]) -> None:
+    """The bank-only control trained, served, evaluated like a version, then the report."""
+    from consumers.trainer.control import train_control
+    from infra import trainer_env
+    from producers.controller.rollout import served_now, wait_for_version
+    from producers.controller.run import evaluate_once
+    from producers.controller.summary import heldout_report
+    from webgym_common.stream.bus import EventProducer
+    from webgym_common.versions import CONTROL_EVAL_OFFSET, control_model
+
+    venv, base = trainer_env.prepare(settings), trainer_env.base_model(settings)
+    with console.status("the bank-only control: a LoRA run from v1 on the bank alone "
+                        "(progress on webgym.training and the monitor)"):
+        version = await train_control(settings, venv, base)
+    line = settings.model_copy(update={"trainer": settings.trainer.model_copy(
+        update={"model_name": control_model(settings.trainer.model_name)})})
+    async with EventProducer(settings, client_id="controller") as producer:
+        with console.status("waiting for vLLM to serve the control") as status:
+            await wait_for_version(line, producer, version.version, status.update)
+        await evaluate_once(settings, producer, CONTROL_EVAL_OFFSET + version.version, console)
+        cfg = settings.rollout
+        versions = [*range(await served_now(settings, producer) + 1),
+                    CONTROL_EVAL_OFFSET + version.version]
+        await heldout_report(settings, producer, versions, {m.iteration: m for m in metrics},
+                             report_dir or settings.infra.data_dir / "evaluations", console,
+                             suite=cfg.eval_suite, splits=list(cfg.eval_splits),
+                             per_group=cfg.eval_per_group)
 
 
 async def _build_bank(settings: Settings, limit: int, suites: list[Suite]) -> None:

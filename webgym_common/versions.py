@@ -5,6 +5,11 @@ served under the immutable name "<model>-vN" (a name is never reused: vLLM has s
 adapters under a reused one). Tags that name no version ("demonstration",
 "teacher-forcing") mark episodes no trained version produced; "demonstration" marks a
 teacher-forced episode the controller requested, which is never the policy's success.
+
+The bank-only control (`webgym curve`'s matched control) is a model line of its own,
+`<model>-control`: its version N is served as `<model>-control-vN` and requested on the tag
+"control-vN"; evaluations number it CONTROL_EVAL_OFFSET + N, above every version of the
+policy's own line (as the scripted baseline is -1, below them).
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ BASE_VERSION = "base"
 BASELINE_VERSION = "baseline"  # the scripted baseline's episodes: no model, no version
 DEMONSTRATION_VERSION = "demonstration"  # the policy_version of a teacher-forced episode
 _TAG = re.compile(r"v(\d+)")
+CONTROL_LINE = "control"
+CONTROL_EVAL_OFFSET = 1000
+_CONTROL_TAG = re.compile(CONTROL_LINE + r"-v(\d+)")
 
 
 def version_tag(version: int) -> str:
@@ -38,3 +46,23 @@ def is_demonstration_version(tag: str) -> bool:
     """Whether an episode's policy_version marks a demonstration (teacher-forced, not the
     policy's own: metrics count it apart)."""
     return tag == DEMONSTRATION_VERSION
+
+
+def control_model(model_name: str) -> str:
+    """The bank-only control's model line beside `model_name`'s."""
+    return f"{model_name}-{CONTROL_LINE}"
+
+
+def control_tag(version: int) -> str:
+    return f"{CONTROL_LINE}-v{version}"
+
+
+def control_number(tag: str) -> int | None:
+    """"control-vN" -> N; None for any other tag."""
+    m = _CONTROL_TAG.fullmatch(tag)
+    return int(m.group(1)) if m else None
+
+
+def is_control_eval(version: int) -> bool:
+    """An evaluation's version number that names the control's version (CONTROL_EVAL_OFFSET+N)."""
+    return version > CONTROL_EVAL_OFFSET

@@ -166,7 +166,7 @@ class Trainer:
             await progress.send("failed", message=str(err)[-2000:])
             raise
         uri = await blocking(self.store, upload, self.store, result,
-                             f"models/{t.model_name}/v{run.version}")
+                             checkpoint_prefix(t.model_name, run.version))
         await progress.send("finished", message=f"{len(result.adapter_files)} files to {uri}",
                             step=result.steps)
         metrics = {**result.metrics, "steps": float(result.steps), "wall_s": result.wall_s}
@@ -249,6 +249,11 @@ async def blocking(store: ObjectStore, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.wait_for(asyncio.to_thread(fn, *args), store.settings.timeout_s * 10)
     except TimeoutError:
         raise ObjectStoreError(f"object store at {store.settings.endpoint} timed out") from None
+
+
+def checkpoint_prefix(model_name: str, version: int) -> str:
+    """Where a version's files go in the bucket (a redo writes the same keys)."""
+    return f"models/{model_name}/v{version}"
 
 
 def upload(store: ObjectStore, result: TrainResult, prefix: str) -> str:

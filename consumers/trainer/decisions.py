@@ -33,6 +33,12 @@ from the base model trains on all of it (the supervised warm start, `trainer.war
 later runs draw from it so that it makes `trainer.demonstration_share` of their rows
 (`bank_draw`, seeded by the version like the replay draw). It never triggers a run.
 
+The bank-only control (`control_run`, webgym curve's matched control) continues the warm
+start's adapter (v1) on every bank sample the guard lets train, for as many steps as the
+policy's versions after the warm start were trained in all (`steps_after_warm_start`), in a
+model line of its own (webgym_common.versions.control_model): what more passes over the bank
+give, beside what the policy's own experience gave.
+
 An empty run (a sync close with no eligible sample: the small policy often succeeds nowhere
 early on, or a test iteration) is not skipped, or the synchronous loop would wait forever for
 its version: the version is published with its parent's checkpoint and metrics
@@ -42,7 +48,7 @@ its version: the version is published with its parent's checkpoint and metrics
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from aiokafka import TopicPartition
@@ -52,7 +58,13 @@ from consumers.trainer.llamafactory import run_id
 from webgym_common.choices import TrainTrigger
 from webgym_common.config import Settings, TrainerSettings
 from webgym_common.demonstrations import is_bank_sample
-from webgym_common.events import IterationClosed, ModelVersion, ReplaySample, Task
+from webgym_common.events import (
+    IterationClosed,
+    ModelVersion,
+    ReplaySample,
+    Task,
+    TrainingProgress,
+)
 from webgym_common.leaks import LeakGuard
 from webgym_common.stream.bus import Received
 
@@ -248,3 +260,30 @@ def trained_version(run: PlannedRun, cfg: TrainerSettings, checkpoint_uri: str, 
         metrics={**metrics, "samples": float(rows), POOL_END: float(run.pool_end_ms)},
         run_id=run.run_id, parent_version=run.parent_version, sample_ids=list(run.sample_ids),
         mode=cfg.mode.value)
+
+
+WARM_START_VERSION = 1
+
+
+def steps_after_warm_start(progress: Iterable[TrainingProgress]) -> int:
+    """The LoRA steps the versions after the warm start were trained for, in all, from the
+    runs' finished progress (webgym.training keeps every run; webgym.models, compacted by
+    model name, may hold only the newest version). A run finished twice counts once."""
+    steps = {p.version: p.step for p in progress
+             if p.state == "finished" and p.version > WARM_START_VERSION}
+    return sum(steps.values())
+
+
+def control_run(state: TrainerState, settings: Settings) -> PlannedRun:
+    """The control's v1: every usable bank sample, on the warm start's adapter."""
+    guard = LeakGuard.of(state.catalog)
+    bank = sorted((s for s in state.samples.values() if is_bank_sample(s.iteration)
+                   and usable(s.sample, settings, WARM_START_VERSION, guard)),
+                  key=lambda s: s.order)
+    ids = tuple(s.sample.sample_id for s in bank)
+    return PlannedRun(
+        version=1, parent_version=WARM_START_VERSION,
+        run_id=run_id([f"control:{i}" for i in ids], WARM_START_VERSION, settings.trainer.mode),
+        sample_ids=ids, trained_on_iterations=(), pool=len(ids),
+        pool_end_ms=max((s.at_ms for s in bank), default=0),
+        trigger=f"the bank-only control: {len(ids)} bank rows on v{WARM_START_VERSION}")

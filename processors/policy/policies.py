@@ -45,7 +45,12 @@ from webgym_common.choices import ScreenshotFormat
 from webgym_common.config import PolicySettings
 from webgym_common.events import ReferenceAction, StepObserved
 from webgym_common.objectstore import ObjectStore, ObjectStoreError
-from webgym_common.versions import served_name, version_number
+from webgym_common.versions import (
+    control_model,
+    control_number,
+    served_name,
+    version_number,
+)
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +126,12 @@ class VllmPolicy:
         """The served name, version tag, temperature and sampling seed for this episode's
         next request. An evaluation asks for exactly the version it was requested on (the
         base model for "base"), at the evaluation temperature with a fixed seed, so two
-        evaluations of one version see the same model; training asks for the newest."""
+        evaluations of one version see the same model; training asks for the newest. A
+        "control-vN" evaluation asks for the bank-only control's vN."""
+        control = control_number(ctx.policy_version) if ctx.evaluation else None
+        if control is not None:  # the bank-only control's line, beside the policy's own
+            return (served_name(control_model(self.trained_name), control), ctx.policy_version,
+                    self.cfg.eval_temperature, self.cfg.eval_seed)
         number = version_number(ctx.policy_version) if ctx.evaluation else None
         if number is None:  # training, or a tag naming no version
             return self.model, self.version, self.cfg.temperature, None

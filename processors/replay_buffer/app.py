@@ -18,10 +18,10 @@ other steps are still published). A commit that fails or hangs is logged and the
 goes on: the offset goes with a later commit, or the episode comes again (same ids).
 
 Nothing held out trains: before its steps are kept, the episode's task is put to the leak
-guard (webgym_common.leaks) built from the task catalog (webgym.tasks, read at start and
-again when an episode names a task it does not know yet). A task the guard refuses, or one
-the catalog still does not know, gives no samples (logged, not dead-lettered: the event is
-sound, its task may just not train).
+guard (webgym_common.leaks) built from the task catalog (webgym.tasks, read when the first
+episode comes and again, at most every CATALOG_REREAD_S, when one names a task it does not
+know yet). A task the guard refuses, or one the catalog still does not know after that read,
+gives no samples (logged, not dead-lettered: the event is sound, its task may not train).
 
 No state of its own: each episode is decided alone, so workers share partitions freely.
 """
@@ -109,8 +109,11 @@ class TopicCatalog:
         self.guard, self.read_at = LeakGuard.of([]), float("-inf")
 
     async def guard_for(self, task_id: str) -> LeakGuard:
-        if task_id not in self.guard.catalog and (
-                time.monotonic() - self.read_at >= CATALOG_REREAD_S):
+        """The guard, read again first when it does not know `task_id` (a task loaded after
+        the last read), at most every CATALOG_REREAD_S: an unknown task waits for the next
+        read rather than being judged on a stale catalog."""
+        if task_id not in self.guard.catalog:
+            await asyncio.sleep(max(0.0, self.read_at + CATALOG_REREAD_S - time.monotonic()))
             table = await persistently("reading webgym.tasks", lambda: read_compacted(
                 self.settings, Topic.TASKS, self.producer))
             self.guard = LeakGuard.of([v for v in table.values() if isinstance(v, Task)])

@@ -52,7 +52,14 @@ from webgym_common.stream.bus import EventProducer
 from webgym_common.stream.readers import read_compacted
 from webgym_common.tasks import in_split, in_suite, step_limit
 from webgym_common.topics import Topic
-from webgym_common.versions import BASELINE_VERSION, version_tag
+from webgym_common.versions import (
+    BASELINE_VERSION,
+    CONTROL_EVAL_OFFSET,
+    CONTROL_LINE,
+    control_tag,
+    is_control_eval,
+    version_tag,
+)
 
 EVAL_ITERATION = -1  # an evaluation episode belongs to no training iteration
 # The scripted baseline's version in keys and EvaluationResult.version (never a model's).
@@ -91,17 +98,23 @@ def selection_tag(seed: int, per_group: int | None = None) -> str:
 
 def requested_tag(version: int) -> str:
     """The policy_version an evaluation's episodes are requested on."""
+    if is_control_eval(version):
+        return control_tag(version - CONTROL_EVAL_OFFSET)
     return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else version_tag(version)
 
 
 def version_label(version: int) -> str:
-    """How keys, tables and curves name a version: "v<N>", or "baseline"."""
+    """How keys, tables and curves name a version: "v<N>", "baseline" or "control-v<N>"."""
+    if is_control_eval(version):
+        return control_tag(version - CONTROL_EVAL_OFFSET)
     return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else f"v{version}"
 
 
 def version_cell(version: int) -> str:
-    """A version as episode ids and the CSVs write it: the number, or "baseline" (one
-    "-"-free word, so not "-1")."""
+    """A version as episode ids and the CSVs write it: the number, "baseline" or
+    "control<N>" (one "-"-free word, so not "-1")."""
+    if is_control_eval(version):
+        return f"{CONTROL_LINE}{version - CONTROL_EVAL_OFFSET}"
     return BASELINE_VERSION if version == BASELINE_EVAL_VERSION else str(version)
 
 

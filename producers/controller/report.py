@@ -7,7 +7,9 @@ pair. Each row has the same figures again for its novel-solution tasks alone (`n
 held-out tasks whose reference solution is no train task's), which copying a train
 solution cannot solve. The scripted baseline (version -1, written "baseline") is a row like
 the others and a dashed horizontal line per suite and split in the plot: the floor counting
-reaches.
+reaches. The bank-only control (written "control-v1") is a row too, a star beside the last
+version in the plot, and versus_control.csv pairs it with the last version of the policy's
+own line (McNemar on all tasks and on the novel-solution ones).
 The files are rewritten whole, each through a temporary file, so a reader never sees half
 of one. `webgym curve` and the bench write them from webgym.evaluations and the scores.
 """
@@ -23,14 +25,18 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from producers.controller.evaluate import BASELINE_EVAL_VERSION, version_cell
+from producers.controller.evaluate import BASELINE_EVAL_VERSION, version_cell, version_label
 from producers.controller.outcomes import GroupRow, TaskOutcome, group_table, paired
 from producers.controller.stats import mcnemar, wilson_interval
 from webgym_common.events import EvaluationResult
 from webgym_common.metrics import integer_axis
+from webgym_common.versions import is_control_eval
 
 PER_TASK_COLUMNS = ("version", "suite", "split", "group", "task_id", "success", "novel")
 PER_GROUP_COLUMNS = ("version", "suite", "split", "group", "successes", "n", "success_rate")
+VERSUS_CONTROL_COLUMNS = ("suite", "split", "version", "control", "tasks", "only_version",
+                          "only_control", "mcnemar_p", "novel_tasks", "novel_only_version",
+                          "novel_only_control", "novel_mcnemar_p")
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,47 @@ def curve_rows(results: Iterable[EvaluationResult], outcomes: Iterable[TaskOutco
     return sorted(rows, key=lambda r: (r.suite, r.split, r.version))
 
 
+@dataclass(frozen=True)
+class VersusControl:
+    """The policy's last version against the bank-only control on the same held-out tasks."""
+
+    suite: str
+    split: str
+    version: int
+    control: int
+    tasks: int
+    only_version: int  # tasks the version solved and the control did not
+    only_control: int
+    mcnemar_p: float
+    novel_tasks: int
+    novel_only_version: int
+    novel_only_control: int
+    novel_mcnemar_p: float
+
+
+def versus_control(outcomes: Iterable[TaskOutcome]) -> list[VersusControl]:
+    """Per suite and split with a control evaluated: the newest version of the policy's own
+    line against each control, McNemar on all tasks and on the novel-solution ones."""
+    runs: dict[tuple[str, str], dict[int, list[TaskOutcome]]] = {}
+    for o in outcomes:
+        runs.setdefault((o.suite, o.split), {}).setdefault(o.version, []).append(o)
+    rows = []
+    for (suite, split), by_version in sorted(runs.items()):
+        own = [v for v in by_version if v >= 0 and not is_control_eval(v)]
+        if not own:
+            continue
+        last = max(own)
+        for control in sorted(v for v in by_version if is_control_eval(v)):
+            mine, theirs = by_version[last], by_version[control]
+            both = mcnemar(paired(mine, theirs))
+            novel = mcnemar(paired([o for o in mine if o.novel], [o for o in theirs if o.novel]))
+            rows.append(VersusControl(
+                suite, split, last, control, len(paired(mine, theirs)), both.b, both.c, both.p,
+                len(paired([o for o in mine if o.novel], [o for o in theirs if o.novel])),
+                novel.b, novel.c, novel.p))
+    return rows
+
+
 def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="") as fh:
@@ -98,8 +145,13 @@ def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object
 
 def _cells(row: CurveRow | TaskOutcome | GroupRow) -> list[object]:
     cells: list[object] = list(astuple(row))
-    cells[0] = version_cell(row.version)
+    cells[0] = version_cell_label(row.version)
     return ["" if c is None else int(c) if isinstance(c, bool) else c for c in cells]
+
+
+def version_cell_label(version: int) -> str:
+    """The CSVs' version column: the number, "baseline" or "control-v<N>"."""
+    return version_label(version) if is_control_eval(version) else version_cell(version)
 
 
 def plot_curve(rows: Sequence[CurveRow], path: Path, title: str = "") -> None:
@@ -112,7 +164,8 @@ def plot_curve(rows: Sequence[CurveRow], path: Path, title: str = "") -> None:
     for i, (suite, split) in enumerate(lines):
         colour = f"C{i % 10}"
         mine = [r for r in rows if (r.suite, r.split) == (suite, split)]
-        models = sorted((r for r in mine if r.version >= 0), key=lambda r: r.version)
+        models = sorted((r for r in mine if r.version >= 0 and not is_control_eval(r.version)),
+                        key=lambda r: r.version)
         if models:
             x = [r.version + (i - (len(lines) - 1) / 2) * 0.05 for r in models]  # apart
             err = [[r.success_rate - r.ci_low for r in models],
@@ -122,8 +175,14 @@ def plot_curve(rows: Sequence[CurveRow], path: Path, title: str = "") -> None:
         for b in (r for r in mine if r.version == BASELINE_EVAL_VERSION):
             ax.axhline(b.success_rate, color=colour, linestyle="--", linewidth=1,
                        label=f"{suite} {split} baseline ({b.successes}/{b.episodes})")
-    integer_axis(ax, [r.version for r in rows if r.version >= 0],
-                 "model version (0: base model)")
+        last = max((r.version for r in models), default=0)
+        for c in (r for r in mine if is_control_eval(r.version)):
+            ax.errorbar([last + 0.25], [c.success_rate], yerr=[[c.success_rate - c.ci_low],
+                        [c.ci_high - c.success_rate]], marker="*", markersize=12, capsize=4,
+                        color=colour, linestyle="none",
+                        label=f"{suite} {split} {version_label(c.version)} (bank only)")
+    integer_axis(ax, [r.version for r in rows if r.version >= 0
+                      and not is_control_eval(r.version)], "model version (0: base model)")
     ax.set_ylabel("success rate (95 % Wilson interval)")
     ax.set_ylim(-0.02, 1.02)
     if title:
@@ -137,8 +196,8 @@ def plot_curve(rows: Sequence[CurveRow], path: Path, title: str = "") -> None:
 
 def write_curve(rows: Sequence[CurveRow], out_dir: Path,
                 per_task: Sequence[TaskOutcome] = (), title: str = "") -> list[Path]:
-    """curve.csv, per_task.csv, per_group.csv and curve.png in `out_dir` (made if need be);
-    returns their paths."""
+    """curve.csv, per_task.csv, per_group.csv, curve.png and, with a control evaluated,
+    versus_control.csv in `out_dir` (made if need be); returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     curve, tasks, groups, png = (out_dir / n for n in (
         "curve.csv", "per_task.csv", "per_group.csv", "curve.png"))
@@ -148,4 +207,10 @@ def write_curve(rows: Sequence[CurveRow], out_dir: Path,
     _write_csv(groups, PER_GROUP_COLUMNS,
                ([*_cells(g), g.success_rate] for g in group_table(per_task)))
     plot_curve(rows, png, title)
-    return [curve, tasks, groups, png]
+    paths = [curve, tasks, groups, png]
+    if against := versus_control(per_task):
+        paths.append(out_dir / "versus_control.csv")
+        _write_csv(paths[-1], VERSUS_CONTROL_COLUMNS,
+                   ([*astuple(r)[:2], version_label(r.version), version_label(r.control),
+                     *astuple(r)[4:]] for r in against))
+    return paths

@@ -25,7 +25,13 @@ from producers.controller.evaluate import (
     version_label,
 )
 from producers.controller.outcomes import TaskOutcome, task_outcomes
-from producers.controller.report import CurveRow, curve_rows, write_curve
+from producers.controller.report import (
+    CurveRow,
+    VersusControl,
+    curve_rows,
+    versus_control,
+    write_curve,
+)
 from webgym_common.choices import Split, Suite
 from webgym_common.config import Settings
 from webgym_common.events import (
@@ -39,12 +45,13 @@ from webgym_common.metrics import policy_episodes
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_compacted, read_to_end
 from webgym_common.topics import Topic
+from webgym_common.versions import CONTROL_EVAL_OFFSET, control_model
 
 
 def rate_cell(successes: int, n: int, low: float, high: float, p: float | None) -> str:
-    p_text = "" if p is None else " p<0.001" if p < 0.001 else f" p={p:.3f}"
     rate = successes / n if n else 0.0
-    return f"{successes}/{n} {rate:.0%} [{low:.0%}, {high:.0%}]{p_text}"
+    return (f"{successes}/{n} {rate:.0%} [{low:.0%}, {high:.0%}]"
+            + ("" if p is None else " " + p_text(p)))
 
 
 def heldout_cell(row: CurveRow) -> str:
@@ -90,14 +97,38 @@ def summary_table(rows: Sequence[CurveRow], trained_on: Mapping[int, int],
     return table
 
 
+def p_text(p: float) -> str:
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def versus_control_table(rows: Sequence[VersusControl]) -> Table:
+    """The policy's last version against the bank-only control: tasks only one solved."""
+    table = Table(title="the policy's own experience against the bank-only control (McNemar, "
+                  "tasks only one of the two solved)")
+    for col in ("suite split", "versions", "all tasks", "novel solution"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(f"{r.suite} {r.split}",
+                      f"{version_label(r.version)} vs {version_label(r.control)}",
+                      f"{r.only_version} vs {r.only_control} of {r.tasks}, {p_text(r.mcnemar_p)}",
+                      f"{r.novel_only_version} vs {r.novel_only_control} of {r.novel_tasks}, "
+                      f"{p_text(r.novel_mcnemar_p)}")
+    return table
+
+
 def rows_trained_on(model: str, events: Iterable[object]) -> dict[int, int]:
     """Version -> the rows its run trained on, from the runs' finished progress events
     (webgym.training keeps every run) and the published versions (webgym.models is
-    compacted by model name: it may hold only the latest)."""
-    out = {e.version: e.samples for e in events
-           if isinstance(e, TrainingProgress) and e.state == "finished"}
+    compacted by model name: it may hold only the latest); the bank-only control's under its
+    evaluation number."""
+    control = [e for e in events
+               if isinstance(e, ModelVersion) and e.model_name == control_model(model)]
+    control_runs = {e.run_id for e in control}
+    out = {e.version: e.samples for e in events if isinstance(e, TrainingProgress)
+           and e.state == "finished" and e.run_id not in control_runs}
     out |= {e.version: int(e.metrics.get("samples", 0)) for e in events
             if isinstance(e, ModelVersion) and e.model_name == model}
+    out |= {CONTROL_EVAL_OFFSET + e.version: int(e.metrics.get("samples", 0)) for e in control}
     return out
 
 
@@ -132,6 +163,8 @@ async def heldout_report(settings: Settings, producer: EventProducer, versions: 
     trained_on = rows_trained_on(model, [*await read_all(settings, producer, Topic.TRAINING),
                                          *await read_all(settings, producer, Topic.MODELS)])
     console.print(summary_table(rows, trained_on, train))
+    if against := versus_control(outcomes):
+        console.print(versus_control_table(against))
     paths = write_curve(rows, out_dir, outcomes, title=f"{model}: held-out success")
     console.print(f"held-out results: {', '.join(str(p) for p in paths)}", highlight=False)
     return rows

@@ -23,8 +23,9 @@ from tests.integration.test_rollout import LINES, fast, load, write_tasks
 from tests.support.launch import PipelineProcess
 from webgym_common.choices import Split, Suite
 from webgym_common.config import Settings
-from webgym_common.demonstrations import BANK_ITERATION, held_out_leaks
+from webgym_common.demonstrations import BANK_ITERATION
 from webgym_common.events import ActionChosen, EpisodeRequested, Event, ReplaySample
+from webgym_common.leaks import held_out_leaks
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic

@@ -17,6 +17,7 @@ from aiokafka import TopicPartition
 from processors.policy.policies import prompt_blob
 from processors.replay_buffer.app import replay_scored_episodes
 from tests.factories import sample_event
+from tests.support.catalog import made_task, publish_tasks, publish_train_tasks
 from tests.support.launch import PipelineProcess
 from webgym_common.agent.prompts import EpisodeContext, StepRecord, build_messages
 from webgym_common.config import ReplaySettings, Settings
@@ -146,6 +147,7 @@ async def test_scored_episodes_become_exactly_their_training_samples(
     missing = episode("missing", [step(0, "a", "s3://webgym/sha256/00/gone.json"),
                                   step(1, "b", uris[2])], task_id="task-b")
     after = episode("after", [step(0, "a", uris[0])], task_id="task-c")
+    await publish_train_tasks(producer, ["task-a", "task-b", "task-c"])
     await publish_scored(producer, ok, same, failed, missing)
     # poison on the partition of the episode after it
     await producer.publish_raw(topic_name(settings.kafka, Topic.EPISODES_SCORED),
@@ -184,12 +186,39 @@ async def test_scored_episodes_become_exactly_their_training_samples(
         "step 0: prompt s3://webgym/sha256/00/gone.json is missing (NoSuchKey)")
 
 
+async def test_an_episode_of_a_task_the_leak_guard_refuses_never_becomes_a_sample(
+    settings: Settings, producer: EventProducer
+) -> None:
+    # labelled train and successful, but: a held-out task itself, a train task with a held-out
+    # task's solution, a task loaded after the replay processor started, and one never loaded
+    store = ObjectStore(settings.s3)
+    uri = await put_prompt(store, prompt_for("find the lamp", 0))
+    await publish_tasks(producer, [made_task("held", "test", answer="lamp"),
+                                   made_task("twin", "train", answer="lamp"),
+                                   made_task("fine", "train", answer="chair")])
+    steps = [step(0, "a", uri), step(1, "b", uri)]
+    await publish_scored(producer, episode("e-held", steps, task_id="held"),
+                         episode("e-twin", steps, task_id="twin"),
+                         episode("e-fine", steps, task_id="fine"),
+                         episode("e-nobody", steps, task_id="nobody"))
+    async with replay_running(settings):
+        await eventually(lambda: caught_up(settings), bool, "replay caught up")
+        await publish_tasks(producer, [made_task("late", "train")])
+        await publish_scored(producer, episode("e-late", steps, task_id="late"))
+        await eventually(lambda: caught_up(settings), bool, "replay caught up again")
+    samples = [r.event for r in await read_all(settings, producer, Topic.REPLAY)]
+    assert sorted(s.sample_id for s in samples) == [  # type: ignore[union-attr]
+        "e-fine:0", "e-fine:1", "e-late:0", "e-late:1"]
+    assert not await read_all(settings, producer, Topic.DLQ)  # sound events: no dead letters
+
+
 async def test_with_include_failures_a_failure_becomes_labelled_samples(
     settings: Settings, producer: EventProducer
 ) -> None:
     settings = settings.model_copy(update={"replay": ReplaySettings(include_failures=True)})
     store = ObjectStore(settings.s3)
     uri = await put_prompt(store, prompt_for("find the lamp", 0))
+    await publish_train_tasks(producer, ["task-a"])
     await publish_scored(producer, episode("f", [step(0, "a", uri), step(1, "b", uri)],
                                            reward=0.0))
     async with replay_running(settings):
@@ -209,6 +238,7 @@ async def test_a_replay_processor_killed_mid_stream_loses_no_sample_and_renames_
         episodes.append(episode(f"ep{n:02d}", [step(i, f"{n}-{i}", uris[i]) for i in range(3)],
                                 task_id=f"task-{n % 7}"))
     expected = {f"ep{n:02d}:{i}" for n in range(40) for i in range(3)}
+    await publish_train_tasks(producer, [f"task-{k}" for k in range(7)])
 
     first = PipelineProcess(settings, ["worker", "replay"], tmp_path / "replay1.log")
     await eventually(lambda: asyncio.to_thread(first.is_ready), bool, "first replay ready")

@@ -1,5 +1,5 @@
-"""Replay every sandbox task's reference actions in real Chromium (the 69 hand-written tasks
-and all generated ones), and probe the hostile pages.
+"""Replay every sandbox task's reference actions in real Chromium (the 57 hand-written tasks
+and the 600 generated ones), and probe the hostile pages.
 
 Each step must resolve to exactly one visible element by ARIA role and accessible name (what a
 teacher-forcing policy relies on), and the final answer must be visible on the last page.

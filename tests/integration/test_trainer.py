@@ -25,6 +25,7 @@ import pytest
 from consumers.trainer.llamafactory import run_id
 from infra import trainer_env
 from infra.vllm_server import model_dir
+from tests.support.catalog import publish_train_tasks
 from tests.support.launch import PipelineProcess
 from webgym_common.choices import TrainMode
 from webgym_common.config import Settings
@@ -132,6 +133,7 @@ async def test_one_version_per_run_through_sigkills(
     s = trainer_settings
     models = lambda: topic_events(s, producer, Topic.MODELS)  # noqa: E731
     first = samples(0, "base", 6)
+    await publish_train_tasks(producer, [x.task_id for x in first])  # the later ones' too
     await publish(producer, first, 0)
 
     trainer = start_trainer()

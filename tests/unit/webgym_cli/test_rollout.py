@@ -72,10 +72,10 @@ def test_the_curve_by_default_is_the_measured_miniwob_recipe(
     settings, (tasks, monitor, bank, suites, per_iteration, iterations, out), kwargs = calls[0]
     assert (bank, suites, per_iteration, iterations, out) == (
         510, [Suite.MINIWOB], 16, 3, tmp_path)
-    assert kwargs == {"from_scratch": True} and not monitor
+    assert kwargs == {"from_scratch": True, "control": True} and not monitor
     assert settings.rollout.eval_suite == Suite.MINIWOB
     assert list(settings.rollout.eval_splits) == [Split.TEST]
-    assert (settings.rollout.eval_per_group, settings.rollout.eval_max_steps) == (5, 8)
+    assert (settings.rollout.eval_per_group, settings.rollout.eval_max_steps) == (6, 8)
     assert settings.trainer.max_steps == 96 and settings.rollout.train
     assert settings.rollout.demonstration_share == 0.0  # demonstrations come from the bank
     assert settings.rollout.task_timeout_minutes == 5.0
@@ -88,3 +88,11 @@ def test_the_curve_by_default_is_the_measured_miniwob_recipe(
     assert settings.rollout.train_max_steps == 12
     assert args[3] == [Suite.MINIWOB, Suite.SANDBOX]
     assert settings.trainer.run_timeout_s >= 650 * rollout.RUN_S_PER_STEP
+
+    runner.invoke(app, ["curve", "--attempts", "4", "--temperature", "0.7", "--train-pool",
+                        "rollout", "--bank-share", "0", "--no-control"])
+    settings, args, kwargs = calls[2]
+    assert (settings.rollout.attempts_per_task, settings.policy.temperature) == (4, 0.7)
+    assert settings.rollout.train_pool == "rollout"
+    assert settings.trainer.demonstration_share == 0.0 and kwargs["control"] is False
+    assert args[6] == Path(settings.infra.data_dir) / "evaluations" / "curve"  # not the docs

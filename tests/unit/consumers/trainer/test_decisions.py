@@ -13,10 +13,12 @@ from consumers.trainer.decisions import (
     TrainerState,
     already_published,
     caught_up,
+    control_run,
     fold,
     next_run,
     passthrough,
     pending_iteration,
+    steps_after_warm_start,
     trained_through,
     trained_version,
 )
@@ -31,6 +33,7 @@ from webgym_common.events import (
     ModelVersion,
     ReplaySample,
     Task,
+    TrainingProgress,
 )
 from webgym_common.stream.bus import Received
 
@@ -319,3 +322,28 @@ def test_a_sample_of_a_task_the_leak_guard_refuses_never_reaches_a_run() -> None
                      sample("c:0", task_id="unknown"), sample("d:0"), closed(0))
     run = next_run(state, settings())
     assert run is not None and run.sample_ids == ("d:0",)
+
+
+def progress(version: int, steps: int, state: str = "finished") -> TrainingProgress:
+    return TrainingProgress(run_id=f"r{version}", state=state, version=version, step=steps,
+                            total_steps=steps, samples=1)
+
+
+def test_the_control_matches_the_steps_of_every_version_after_the_warm_start() -> None:
+    events = [progress(1, 96), progress(2, 40, "running"), progress(2, 96), progress(3, 96),
+              progress(3, 96)]  # v3's run finished twice (a redo): counted once
+    assert steps_after_warm_start(events) == 192
+    assert steps_after_warm_start([progress(1, 96)]) == 0
+
+
+def test_the_control_continues_v1_on_every_bank_sample_the_guard_allows() -> None:
+    state = state_of(sample("train-bankp1-0000-t:0", iteration=-2, version="demonstration"),
+                     sample("train-bankp1-0001-twin:0", iteration=-2, version="demonstration",
+                            task_id="twin"),
+                     sample("it0:0", iteration=0), sample("it1:0", iteration=1, version="v1"),
+                     closed(0), version(1, [0]), version(2, [1]))
+    run = control_run(state, settings())
+    assert run.sample_ids == ("train-bankp1-0000-t:0",)  # no policy row, no held-out solution
+    assert (run.version, run.parent_version) == (1, 1)
+    # a folder and a progress key of its own, never the policy line's run on the same rows
+    assert run.run_id != run_id(run.sample_ids, 1, TrainMode.LORA_SFT)

@@ -119,6 +119,14 @@ async def test_an_evaluation_of_version_0_asks_for_the_base_model() -> None:
     assert server.asked == ["webgym-policy"] and decision.policy_version == "base"
 
 
+async def test_an_evaluation_of_the_control_asks_for_the_control_line() -> None:
+    policy, server = policy_with()
+    policy.use_model("webgym-policy-v3", "v3")
+    decision = await policy.decide(_evaluation("control-v1"), OBS)
+    assert server.asked == ["webgym-policy-control-v1"]
+    assert decision.policy_version == "control-v1"
+
+
 def test_an_evaluation_samples_at_the_evaluation_temperature_and_seed() -> None:
     cfg = load_settings(policy={"temperature": 1.0, "eval_temperature": 0.3,
                                 "eval_seed": 7}).policy

@@ -17,6 +17,8 @@ from producers.controller.evaluate import (
     evaluation_tasks,
     result_rows,
     selection_tag,
+    version_cell,
+    version_label,
 )
 from producers.controller.iteration import IterationState, task_id_of
 from tests.unit.scored import scored
@@ -25,7 +27,7 @@ from webgym_common.config import load_settings
 from webgym_common.eventbase import utc_now
 from webgym_common.events import PageEnvironment, Task
 from webgym_common.tasks import group_of, in_split, suite_of
-from webgym_common.versions import version_number
+from webgym_common.versions import CONTROL_EVAL_OFFSET, version_number
 
 
 def task(task_id: str, split: str | None, benchmark: str = "webgym-sandbox-gen",
@@ -164,3 +166,16 @@ def test_the_baseline_result_has_version_minus_one_and_is_printed_as_the_baselin
                                state, 1.0)
     assert result.version == -1
     assert result_rows([result])[0][:4] == ("baseline", "sandbox", "test", "1/1")
+
+
+def test_the_control_is_evaluated_on_its_own_tag_ids_and_label() -> None:
+    control = CONTROL_EVAL_OFFSET + 1
+    request = evaluation_request(load_settings(), "e1", task("b", "test"), Split.TEST, control,
+                                 None)
+    assert request.policy_version == "control-v1"
+    assert (version_label(control), version_cell(control)) == ("control-v1", "control1")
+    eid = evaluation_episode_id(Split.TEST, control, Suite.MINIWOB, 0, 3, "m-1", 5)
+    assert eid == "test-evalcontrol1miniwobs0g5-0003-m-1"
+    assert eid != evaluation_episode_id(Split.TEST, 1, Suite.MINIWOB, 0, 3, "m-1", 5)
+    assert evaluation_key("p", control, Suite.MINIWOB, Split.TEST, 0, 5) == (
+        "p:control-v1:miniwob:test:s0g5")

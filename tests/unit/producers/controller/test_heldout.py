@@ -71,13 +71,13 @@ def test_a_count_below_one_is_refused() -> None:
 
 def test_one_count_or_each_suites_own() -> None:
     assert per_group_for(3, Suite.SANDBOX) == 3
-    assert per_group_for(HELDOUT_PER_GROUP, Suite.MINIWOB) == 5
+    assert per_group_for(HELDOUT_PER_GROUP, Suite.MINIWOB) == 6
     assert per_group_for({Suite.MINIWOB: 2}, Suite.SANDBOX) == HELDOUT_PER_GROUP[Suite.SANDBOX]
 
 
 @pytest.mark.parametrize(("suite", "path", "split", "size", "groups"), [
-    (Suite.MINIWOB, "miniwob_tasks.jsonl", Split.TEST, 110, 22),
-    (Suite.MINIWOB, "miniwob_tasks.jsonl", Split.OOD, 25, 5),
+    (Suite.MINIWOB, "miniwob_tasks.jsonl", Split.TEST, 132, 22),
+    (Suite.MINIWOB, "miniwob_tasks.jsonl", Split.OOD, 30, 5),
     (Suite.SANDBOX, "generated_tasks.jsonl", Split.TEST, 107, 17),
     (Suite.SANDBOX, "generated_tasks.jsonl", Split.OOD, 24, 3),
 ])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from producers.controller.outcomes import TaskOutcome
-from producers.controller.report import CURVE_COLUMNS, curve_rows, write_curve
+from producers.controller.report import CURVE_COLUMNS, curve_rows, versus_control, write_curve
 from producers.controller.stats import wilson_interval
 from tests.factories import sample_event
 from webgym_common.events import EvaluationResult
@@ -38,6 +38,23 @@ OUTCOMES = (outcomes(0, "sandbox", {0, 1}, 10) + outcomes(1, "sandbox", set(rang
 def read(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def test_the_last_version_is_paired_with_the_control_on_all_and_novel_tasks(
+        tmp_path: Path) -> None:
+    control = outcomes(1001, "sandbox", {0, 1, 2, 3}, 10)  # v1 solved t00-t07
+    rows = versus_control([*OUTCOMES, *control])
+    assert [(r.version, r.control, r.tasks) for r in rows] == [(1, 1001, 10)]
+    r = rows[0]
+    assert (r.only_version, r.only_control) == (4, 0)
+    assert r.mcnemar_p == pytest.approx(0.125)
+    assert (r.novel_tasks, r.novel_only_version, r.novel_only_control) == (5, 2, 0)
+    results = [*RESULTS, result(1001, "sandbox", 4, 10)]
+    paths = write_curve(curve_rows(results, [*OUTCOMES, *control]), tmp_path,
+                        [*OUTCOMES, *control])
+    assert paths[-1].name == "versus_control.csv"
+    assert read(paths[-1])[0]["control"] == "control-v1"
+    assert {row["version"] for row in read(tmp_path / "curve.csv")} >= {"control-v1", "1"}
 
 
 def test_rows_carry_the_novel_solution_tasks_apart() -> None:
