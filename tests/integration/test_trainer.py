@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from consumers.trainer.control import train_control
 from consumers.trainer.llamafactory import run_id
 from infra import trainer_env
 from infra.vllm_server import model_dir
@@ -29,6 +30,7 @@ from tests.support.catalog import publish_train_tasks
 from tests.support.launch import PipelineProcess
 from webgym_common.choices import TrainMode
 from webgym_common.config import Settings
+from webgym_common.demonstrations import BANK_ITERATION
 from webgym_common.events import (
     ChatMessage,
     Event,
@@ -41,6 +43,7 @@ from webgym_common.objectstore import ObjectStore, parse_uri
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
+from webgym_common.versions import control_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
@@ -192,3 +195,42 @@ async def test_one_version_per_run_through_sigkills(
     assert Counter(v.run_id for v in final)[run2] == 1
     v3 = final[2]
     assert (v3.checkpoint_uri, v3.sample_ids, v3.metrics["samples"]) == (v2.checkpoint_uri, [], 0)
+
+
+@pytest.mark.timeout(4 * RUN_S)
+async def test_the_bank_only_control_continues_v1_on_the_bank_for_the_later_versions_steps(
+        trainer_settings: Settings, producer: EventProducer, start_trainer: Any) -> None:
+    s = trainer_settings
+    models = lambda: topic_events(s, producer, Topic.MODELS)  # noqa: E731
+    bank = [x.model_copy(update={"iteration": BANK_ITERATION, "policy_version": "demonstration"})
+            for x in samples(BANK_ITERATION, "demonstration", 4)]
+    first, second = samples(0, "base", 3), samples(1, "v1", 3)
+    await publish_train_tasks(producer, {x.task_id for x in [*bank, *first, *second]})
+    for x in bank:
+        await producer.publish(Topic.REPLAY, x.sample_id, x)
+    await publish(producer, first, 0)
+    trainer = start_trainer()
+    await eventually(models, lambda ev: len(versions(ev)) >= 1, "v1 (the warm start)",
+                     alive=trainer)
+    await publish(producer, second, 1)
+    got = await eventually(models, lambda ev: len(versions(ev)) >= 2, "v2", alive=trainer)
+    v1, v2 = versions(got)[:2]
+    assert v2.metrics["steps"] == 3 and set(v1.sample_ids) >= {x.sample_id for x in bank}
+
+    venv, base = trainer_env.venv_dir(s), trainer_env.base_model(s)
+    control = await train_control(s, venv, base)
+    assert (control.model_name, control.version, control.parent_version) == (
+        control_model(s.trainer.model_name), 1, 1)
+    assert sorted(control.sample_ids) == sorted(x.sample_id for x in bank)  # the bank alone
+    assert control.metrics["steps"] == v2.metrics["steps"]  # the steps after the warm start
+    assert control.checkpoint_uri == (
+        f"s3://{s.s3.bucket}/models/{control_model(s.trainer.model_name)}/v1")
+    bucket, prefix = parse_uri(control.checkpoint_uri)
+    names = {o.object_name.rsplit("/", 1)[-1] for o in ObjectStore(s.s3).client.list_objects(
+        bucket, prefix=prefix + "/", recursive=True)}
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= names
+    # asked again (a resumed curve): the published one, not a second run
+    again = await train_control(s, venv, base)
+    assert again.run_id == control.run_id
+    lines = Counter((v.model_name, v.version) for v in versions(await models()))
+    assert lines[(control.model_name, 1)] == 1 and lines[(s.trainer.model_name, 1)] == 1
