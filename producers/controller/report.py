@@ -125,12 +125,11 @@ def versus_control(outcomes: Iterable[TaskOutcome]) -> list[VersusControl]:
         last = max(own)
         for control in sorted(v for v in by_version if is_control_eval(v)):
             mine, theirs = by_version[last], by_version[control]
-            both = mcnemar(paired(mine, theirs))
-            novel = mcnemar(paired([o for o in mine if o.novel], [o for o in theirs if o.novel]))
-            rows.append(VersusControl(
-                suite, split, last, control, len(paired(mine, theirs)), both.b, both.c, both.p,
-                len(paired([o for o in mine if o.novel], [o for o in theirs if o.novel])),
-                novel.b, novel.c, novel.p))
+            pairs = paired(mine, theirs)
+            novel = paired([o for o in mine if o.novel], [o for o in theirs if o.novel])
+            a, n = mcnemar(pairs), mcnemar(novel)
+            rows.append(VersusControl(suite, split, last, control, len(pairs), a.b, a.c, a.p,
+                                      len(novel), n.b, n.c, n.p))
     return rows
 
 
