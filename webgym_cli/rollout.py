@@ -285,8 +285,7 @@ async def _control(settings: Settings, report_dir: Path | None,
     from consumers.trainer.control import train_control
     from infra import trainer_env
     from producers.controller.rollout import served_now, wait_for_version
-    from producers.controller.run import evaluate_once
-    from producers.controller.summary import heldout_report
+    from producers.controller.run import evaluate_once, evaluated_versions, loop_report
     from webgym_common.stream.bus import EventProducer
     from webgym_common.versions import CONTROL_EVAL_OFFSET, control_model
 
@@ -296,17 +295,14 @@ async def _control(settings: Settings, report_dir: Path | None,
         version = await train_control(settings, venv, base)
     line = settings.model_copy(update={"trainer": settings.trainer.model_copy(
         update={"model_name": control_model(settings.trainer.model_name)})})
+    control = CONTROL_EVAL_OFFSET + version.version
     async with EventProducer(settings, client_id="controller") as producer:
         with console.status("waiting for vLLM to serve the control") as status:
             await wait_for_version(line, producer, version.version, status.update)
-        await evaluate_once(settings, producer, CONTROL_EVAL_OFFSET + version.version, console)
-        cfg = settings.rollout
-        versions = [*range(await served_now(settings, producer) + 1),
-                    CONTROL_EVAL_OFFSET + version.version]
-        await heldout_report(settings, producer, versions, {m.iteration: m for m in metrics},
-                             report_dir or settings.infra.data_dir / "evaluations", console,
-                             suite=cfg.eval_suite, splits=list(cfg.eval_splits),
-                             per_group=cfg.eval_per_group)
+        await evaluate_once(settings, producer, control, console)
+        versions = [*evaluated_versions(settings, await served_now(settings, producer)), control]
+        await loop_report(settings, producer, versions, {m.iteration: m for m in metrics},
+                          report_dir, console)
 
 
 async def _build_bank(settings: Settings, limit: int, suites: list[Suite]) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from webgym_common.choices import Split
 from webgym_common.events import Task
@@ -61,6 +61,8 @@ class LeakGuard:
     catalog: Mapping[str, Task]
     held_out_marks: frozenset[str]
     held_out_groups: frozenset[str]  # held out whole (ood)
+    # the verdict per task id, made once: the trainer asks it for every sample of a task
+    _verdicts: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, catalog: Iterable[Task] | Mapping[str, Task]) -> LeakGuard:
@@ -72,6 +74,11 @@ class LeakGuard:
 
     def reasons(self, task_id: str) -> list[str]:
         """Why the task may not train (empty: it may)."""
+        if (known := self._verdicts.get(task_id)) is None:
+            known = self._verdicts[task_id] = self._judge(task_id)
+        return list(known)
+
+    def _judge(self, task_id: str) -> list[str]:
         task = self.catalog.get(task_id)
         if task is None:
             return [f"{task_id}: not in the catalog"]
@@ -89,9 +96,6 @@ class LeakGuard:
     def leaks(self, trained_task_ids: Iterable[str]) -> list[str]:
         """Every reason of every task in the set (empty: nothing held out reached training)."""
         return [r for task_id in sorted(set(trained_task_ids)) for r in self.reasons(task_id)]
-
-    def trainable_tasks(self, tasks: Iterable[Task]) -> list[Task]:
-        return [t for t in tasks if self.trainable(t.task_id)]
 
 
 def held_out_leaks(trained_task_ids: Iterable[str], catalog: Mapping[str, Task]) -> list[str]:

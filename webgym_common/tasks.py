@@ -213,7 +213,7 @@ def in_split(task: Task, split: str) -> bool:
     """Whether a task may run in `split`: only when it is marked for it. A task without a
     split (only a log written before task files had to give one) runs in none: it is never
     counted as train, nor held out."""
-    return task.split is not None and task.split == split
+    return task.split == split
 
 
 def extra_of(task: Task) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from consumers.trainer.app import Trainer, checkpoint_prefix
 from consumers.trainer.decisions import (
     WARM_START_VERSION,
+    TrainerState,
     control_run,
     fold,
     steps_after_warm_start,
@@ -48,18 +49,16 @@ async def train_control(settings: Settings, venv: Path, base_model: str) -> Mode
         async with EventConsumer(settings, topics, None, producer,
                                  client_id="control-trainer") as consumer:
             store = ObjectStore(settings.s3)
-            ours = settings.model_copy(update={"trainer": settings.trainer.model_copy(
-                update={"model_name": line})})
             main = Trainer(settings, producer, store, consumer, venv, base_model)
-            control = Trainer(ours, producer, store, consumer, venv, base_model)
+            line_state = TrainerState(line)  # the control's line: its versions only
             progress: list[TrainingProgress] = []
             async for batch in batches_to_end(consumer):
                 for received in batch:  # one read, two lines: the policy's and the control's
                     fold(main.state, received)
-                    fold(control.state, received)
+                    fold(line_state, received)
                     if isinstance(received.event, TrainingProgress):
                         progress.append(received.event)
-            if (done := control.state.versions.get(1)) is not None:
+            if (done := line_state.versions.get(1)) is not None:
                 log.info("control: %s v1 is on webgym.models already", line)
                 return done
             steps = steps_after_warm_start(progress)
@@ -72,8 +71,11 @@ async def train_control(settings: Settings, venv: Path, base_model: str) -> Mode
                 model_name=settings.trainer.model_name, version=WARM_START_VERSION,
                 checkpoint_uri=f"s3://{store.bucket}/{prefix}", base_model=base_model,
                 finetuning_type=settings.trainer.mode.finetuning_type)
-            control.settings = ours.model_copy(update={"trainer": ours.trainer.model_copy(
-                update={"max_steps": steps})})
+            same_but_line = settings.trainer.model_copy(
+                update={"model_name": line, "max_steps": steps})
+            control = Trainer(settings.model_copy(update={"trainer": same_but_line}), producer,
+                              store, consumer, venv, base_model)
+            control.state = TrainerState(line, samples=main.state.samples)  # train() reads them
             run = control_run(main.state, control.settings)
             log.info("control: %s v1 from %s v%d, %d bank rows, %d steps", line,
                      settings.trainer.model_name, WARM_START_VERSION, len(run.sample_ids),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from webgym_common.config import Settings
+from webgym_common.demonstrations import bank_tasks
 from webgym_common.events import (
     DomainBlocked,
     EpisodeCompleted,
@@ -33,8 +34,7 @@ from webgym_common.events import (
     utc_now,
 )
 from webgym_common.history import is_judged, is_success
-from webgym_common.leaks import LeakGuard
-from webgym_common.tasks import in_rollout_pool, in_split, step_limit
+from webgym_common.tasks import in_rollout_pool, step_limit
 from webgym_common.versions import DEMONSTRATION_VERSION, is_demonstration_version
 
 
@@ -95,11 +95,9 @@ def is_seeded_demonstration(eid: str) -> bool:
 
 
 def demonstration_tasks(tasks: Sequence[Task], n: int, rng: random.Random) -> list[Task]:
-    """`n` training tasks with reference actions to demonstrate (drawn again when fewer)."""
-    guard = LeakGuard.of(tasks)
-    pool = sorted((t for t in tasks if t.reference_actions and in_split(t, "train")
-                   and not in_rollout_pool(t) and guard.trainable(t.task_id)),
-                  key=lambda t: t.task_id)
+    """`n` training tasks with reference actions the bank may hold, to demonstrate (drawn
+    again when fewer)."""
+    pool = bank_tasks(tasks)  # what the bank may hold is what may be teacher-forced
     out: list[Task] = []
     while pool and len(out) < n:
         out += rng.sample(pool, min(n - len(out), len(pool)))

@@ -9,6 +9,7 @@ left as they were when it closed.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 
 from rich.console import Console
@@ -122,16 +123,29 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
             if settings.rollout.eval_every:
                 await evaluate_once(settings, producer, served, console)
         if settings.rollout.eval_every:
-            cfg = settings.rollout
-            # every version evaluated so far, this run's or an earlier one's (resumed loops)
-            versions = [v for v in range(served + 1) if evaluates(settings, v) or v == served]
-            await heldout_report(settings, producer, versions, on_version,
-                                 report_dir or settings.infra.data_dir / "evaluations", console,
-                                 suite=cfg.eval_suite, splits=list(cfg.eval_splits),
-                                 per_group=cfg.eval_per_group)
+            await loop_report(settings, producer, evaluated_versions(settings, served),
+                              on_version, report_dir, console)
     console.print(f"metrics: {default_csv_path(settings)} and "
                   f"{default_csv_path(settings).with_suffix('.png')}")
     return results
+
+
+def evaluated_versions(settings: Settings, served: int) -> list[int]:
+    """Every version the loop has evaluated up to `served`, this run's or an earlier one's
+    (resumed loops)."""
+    return [v for v in range(served + 1) if evaluates(settings, v) or v == served]
+
+
+async def loop_report(settings: Settings, producer: EventProducer, versions: list[int],
+                      on_version: Mapping[int, RolloutMetrics], report_dir: Path | None,
+                      console: Console) -> None:
+    """The held-out report of `versions` on the loop's held-out set (files to `report_dir`,
+    default <data_dir>/evaluations)."""
+    cfg = settings.rollout
+    await heldout_report(settings, producer, versions, on_version,
+                         report_dir or settings.infra.data_dir / "evaluations", console,
+                         suite=cfg.eval_suite, splits=list(cfg.eval_splits),
+                         per_group=cfg.eval_per_group)
 
 
 async def wait_and_say(settings: Settings, producer: EventProducer, needed: int,
