@@ -147,6 +147,9 @@ def curve(
     bank_share: float = typer.Option(
         0.25, help="Share of each run's rows drawn from the bank after the warm start (0: "
         "the policy's own successes only)."),
+    eval_split: Split = typer.Option(
+        Split.TEST, help="The held-out split every version is evaluated on: validation to "
+        "choose a recipe, test for the curve you report."),
     control: bool = typer.Option(
         True, help="After the loop, the matched bank-only control: the warm start's adapter "
         "trained on the bank alone for as many LoRA steps as the later versions had, "
@@ -173,7 +176,7 @@ def curve(
                                       "task_timeout_minutes": episode_minutes,
                                       "train_max_steps": train_max_steps, "eval_every": 1,
                                       "eval_per_group": per_group, "eval_suite": suite,
-                                      "eval_splits": [Split.TEST],
+                                      "eval_splits": [eval_split],
                                       "eval_max_steps": eval_max_steps,
                                       "attempts_per_task": attempts, "train_pool": train_pool},
                              trainer={"max_steps": train_steps,

@@ -10,10 +10,11 @@ train, 100-119 train too but the rollout pool (`"pool": "rollout"`: fresh seeds 
 policy's own episodes, never in the demonstration bank nor teacher-forced), 2000-2009
 validation (for choosing recipes), 1000-1009 test; the OOD environments are
 held out whole (their seeds 1000-1009 are ood). An environment whose every seed has the same
-solution (ONE_SOLUTION: its page never changes what it asks) has train seeds only: a held-out
+solution (ONE_SOLUTION: its page never changes what it asks) has seeds 0-19 only: a held-out
 seed of it would be a training task under another id, so it is held out nowhere and the
-reports name it apart. Environments the action grammar cannot express are in UNSUPPORTED,
-with the reason, and never in the file.
+reports name it apart; nor is it in the rollout pool, where the policy would only succeed
+again at what the bank already holds. Environments the action grammar cannot express are
+in UNSUPPORTED, with the reason, and never in the file.
 
 Reference actions (for teacher-forced demonstrations, `--demos`) come from
 `miniwob_references.json`, which `python -m infra.sandbox.tasks.miniwob_references` builds
@@ -130,7 +131,7 @@ def all_tasks(references: dict[str, list[dict[str, Any]]] | None = None
     assert ONE_SOLUTION <= set(SUPPORTED), ONE_SOLUTION - set(SUPPORTED)
     held_out = {env: d for env, d in SUPPORTED.items() if env not in ONE_SOLUTION}
     tasks = [task(env, seed, d, "train") for env, d in SUPPORTED.items() for seed in TRAIN_SEEDS]
-    tasks += [task(env, seed, d, "train", ROLLOUT_POOL) for env, d in SUPPORTED.items()
+    tasks += [task(env, seed, d, "train", ROLLOUT_POOL) for env, d in held_out.items()
               for seed in ROLLOUT_SEEDS]
     tasks += [task(env, seed, d, "validation") for env, d in held_out.items()
               for seed in VALIDATION_SEEDS]

@@ -66,10 +66,11 @@ def test_one_task_per_environment_and_seed_split_by_seed() -> None:
         assert in_rollout_pool(t) == (env.seed in ROLLOUT_SEEDS)
         assert env.seed in {Split.TRAIN: (*TRAIN_SEEDS, *ROLLOUT_SEEDS),
                             Split.VALIDATION: VALIDATION_SEEDS}.get(expected, TEST_SEEDS)
-        assert expected == Split.TRAIN or env.name not in ONE_SOLUTION
+        assert env.name not in ONE_SOLUTION or env.seed in TRAIN_SEEDS
     held_out = len(SUPPORTED) - len(ONE_SOLUTION)
     per_split = Counter(t.split for t in TASKS)
-    assert per_split == {"train": len(SUPPORTED) * (len(TRAIN_SEEDS) + len(ROLLOUT_SEEDS)),
+    assert per_split == {"train": len(SUPPORTED) * len(TRAIN_SEEDS)
+                         + held_out * len(ROLLOUT_SEEDS),
                          "validation": held_out * len(VALIDATION_SEEDS),
                          "test": held_out * len(TEST_SEEDS),
                          "ood": len(OOD) * len(TEST_SEEDS)}
