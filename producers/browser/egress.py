@@ -14,10 +14,17 @@ connection is answered `403` with the reason, so Chromium fails the request
 (ERR_TUNNEL_CONNECTION_FAILED for https and WebSockets, a 403 for plain http).
 
 HTTP/1.1 forward proxying only: CONNECT host:port (https, and WebSockets, which Chromium
-tunnels), and absolute-form requests for plain http, forwarded with `Connection: close` so
-that one client connection carries one request and its host is judged each time. Bounded:
-at most `max_connections` at once, the request head within `head_timeout_s` and 16 KiB,
-connecting within `connect_timeout_s`, a connection idle for `idle_timeout_s` is closed.
+tunnels), and absolute-form requests for plain http. A plain-http client connection carries
+exactly one request, so that each request's host is judged: the request goes upstream with
+`Connection: close` and its body framed by its own Content-Length or chunked encoding, the
+response comes back with `Connection: close` whatever the upstream said (a server that
+ignores the header would otherwise keep the connection, and Chromium would send its next
+request, to any host, down the same pipe), and nothing the client sends after its request
+ever reaches the upstream: more bytes end the connection. A `101 Switching Protocols`
+(a WebSocket over plain http) turns the connection into a tunnel to the judged host.
+Bounded: at most `max_connections` at once, the request head within `head_timeout_s` and
+16 KiB (a response head 64 KiB), connecting within `connect_timeout_s`, a connection idle
+for `idle_timeout_s` is closed.
 """
 
 from __future__ import annotations
@@ -33,7 +40,10 @@ from producers.browser.urlpolicy import UrlPolicy, UrlRefused
 log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 16 * 1024
+MAX_RESPONSE_HEAD_BYTES = 64 * 1024  # servers send long Set-Cookie and CSP headers
+CHUNKED = -1  # ProxyRequest.body_length of a chunked request body
 _HOP_BY_HOP = ("proxy-connection:", "proxy-authorization:", "connection:", "keep-alive:")
+_RESPONSE_HOP_BY_HOP = ("proxy-connection:", "connection:", "keep-alive:")
 
 
 class ProxyRequestError(ValueError):
@@ -46,6 +56,27 @@ class ProxyRequest:
     url: str  # what the policy judges
     port: int
     head: bytes  # plain http: the head to send upstream; CONNECT: nothing
+    body_length: int = 0  # plain http: the body's bytes after the head, or CHUNKED
+
+
+def body_length(headers: list[str]) -> int:
+    """How a request's body is framed: its Content-Length, or CHUNKED. Anything a server
+    could read differently (both, several lengths, another coding) is refused: the proxy
+    must know where the one request it forwards ends."""
+    lengths = {h.split(":", 1)[1].strip() for h in headers
+               if h.lower().startswith("content-length:")}
+    codings = [h.split(":", 1)[1].strip().lower() for h in headers
+               if h.lower().startswith("transfer-encoding:")]
+    if codings:
+        if codings != ["chunked"] or lengths:
+            raise ProxyRequestError(f"an ambiguous request body: Transfer-Encoding {codings}"
+                                    f"{' with a Content-Length' if lengths else ''}")
+        return CHUNKED
+    if not lengths:
+        return 0
+    if len(lengths) > 1 or not next(iter(lengths)).isdigit():
+        raise ProxyRequestError(f"a bad Content-Length: {sorted(lengths)}")
+    return int(next(iter(lengths)))
 
 
 def parse_head(raw: bytes) -> ProxyRequest:
@@ -79,7 +110,23 @@ def parse_head(raw: bytes) -> ProxyRequest:
     upgrade = any(h.lower().startswith("upgrade:") for h in headers)
     headers.append("Connection: Upgrade" if upgrade else "Connection: close")
     head = "\r\n".join([f"{method} {path} {version}", *headers]) + "\r\n\r\n"
-    return ProxyRequest(method, target, port, head.encode("latin-1"))
+    return ProxyRequest(method, target, port, head.encode("latin-1"), body_length(headers))
+
+
+def response_head(raw: bytes) -> tuple[int, bytes]:
+    """An upstream's response head as its status and the head to send the client: the
+    connection closes after it (`Connection: close`), whatever the upstream said, except
+    on 101, which hands the connection over to the new protocol as it is."""
+    lines = raw.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise ProxyRequestError(f"not an HTTP/1 response: {lines[0][:100]!r}")
+    status = int(parts[1])
+    if status == 101 or 100 <= status < 200:  # interim: forwarded as it is
+        return status, raw
+    headers = [h for h in lines[1:] if h and not h.lower().startswith(_RESPONSE_HOP_BY_HOP)]
+    return status, ("\r\n".join([lines[0], *headers, "Connection: close"])
+                    + "\r\n\r\n").encode("latin-1")
 
 
 def status_reply(code: int, reason: str, why: str) -> bytes:
@@ -88,6 +135,20 @@ def status_reply(code: int, reason: str, why: str) -> bytes:
     return (f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain\r\n"
             f"Content-Length: {len(body)}\r\nX-WebGym-Refused: {safe[:300]}\r\n"
             f"Connection: close\r\n\r\n").encode() + body
+
+
+def response_length(method: str, status: int, head: bytes) -> int | None:
+    """How a response's body is framed: a length, CHUNKED, or None (until the server
+    closes). Transfer-Encoding wins over Content-Length (RFC 9112 6.3)."""
+    if method == "HEAD" or status in (204, 304) or status < 200:
+        return 0
+    lines = head.decode("latin-1").lower().split("\r\n")
+    if any(h.startswith("transfer-encoding:") and h.rstrip().endswith("chunked") for h in lines):
+        return CHUNKED
+    lengths = {h.split(":", 1)[1].strip() for h in lines if h.startswith("content-length:")}
+    if len(lengths) == 1 and next(iter(lengths)).isdigit():
+        return int(next(iter(lengths)))
+    return None
 
 
 class EgressProxy:
@@ -149,18 +210,97 @@ class EgressProxy:
         try:
             if request.method == "CONNECT":
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                await self._tunnel(reader, writer, up_reader, up_writer)
             else:
-                up_writer.write(request.head)
-            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+                await self._one_request(request, reader, writer, up_reader, up_writer)
         finally:
             up_writer.close()
+
+    async def _tunnel(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      up_reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter) -> None:
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _one_request(self, request: ProxyRequest, reader: asyncio.StreamReader,
+                           writer: asyncio.StreamWriter, up_reader: asyncio.StreamReader,
+                           up_writer: asyncio.StreamWriter) -> None:
+        """The client's one plain-http request and the upstream's one response, each by its
+        own framing; then the connection ends (or, on 101, becomes a tunnel to the same
+        judged host). Nothing the client sends past its request is read."""
+        up_writer.write(request.head)
+        body = asyncio.create_task(self._request_body(request, reader, up_writer))
+        try:
+            while True:  # interim responses (100 Continue) first
+                raw = await asyncio.wait_for(up_reader.readuntil(b"\r\n\r\n"),
+                                             self.idle_timeout_s)
+                status, head = response_head(raw)
+                if status == 101:
+                    if await body:
+                        writer.write(head)  # what follows, both ways, is the new protocol
+                        await self._tunnel(reader, writer, up_reader, up_writer)
+                    return
+                writer.write(head)
+                if status >= 200:
+                    break
+            length = response_length(request.method, status, head)
+            if length == CHUNKED:
+                await self._copy_chunked(up_reader, writer)
+            elif length is None:
+                await self._pipe(up_reader, writer)
+            else:
+                await self._copy_exactly(up_reader, writer, length)
+            await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
+        except (asyncio.LimitOverrunError, asyncio.IncompleteReadError, TimeoutError, OSError,
+                ValueError) as err:  # ProxyRequestError is a ValueError
+            log.debug("egress: no usable response to %s: %r", request.url[:200], err)
+        finally:
+            body.cancel()
+
+    async def _request_body(self, request: ProxyRequest, reader: asyncio.StreamReader,
+                            up_writer: asyncio.StreamWriter) -> bool:
+        """Forward the request's body and nothing past it; whether all of it went."""
+        try:
+            if request.body_length == CHUNKED:
+                await self._copy_chunked(reader, up_writer)
+            else:
+                await self._copy_exactly(reader, up_writer, request.body_length)
+            return True
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                ValueError) as err:
+            log.debug("egress: the body of %s: %r", request.url[:200], err)
+            return False
+
+    async def _copy_exactly(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter,
+                            n: int) -> None:
+        while n > 0:
+            data = await asyncio.wait_for(src.read(min(n, 65536)), self.idle_timeout_s)
+            if not data:
+                raise asyncio.IncompleteReadError(b"", n)
+            dst.write(data)
+            await asyncio.wait_for(dst.drain(), self.idle_timeout_s)
+            n -= len(data)
+
+    async def _copy_chunked(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        """A chunked body, its last chunk and trailers included, and nothing past it."""
+        while True:
+            line = await asyncio.wait_for(src.readuntil(b"\r\n"), self.idle_timeout_s)
+            dst.write(line)
+            size = int(line.split(b";", 1)[0].strip(), 16)  # ValueError: not a chunk
+            if size == 0:
+                break
+            await self._copy_exactly(src, dst, size + 2)  # the chunk and its CRLF
+        while (line := await asyncio.wait_for(src.readuntil(b"\r\n"),
+                                              self.idle_timeout_s)) != b"\r\n":
+            dst.write(line)  # a trailer
+        dst.write(line)
+        await asyncio.wait_for(dst.drain(), self.idle_timeout_s)
 
     async def _connect(self, addresses: list[str], port: int
                        ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         for address in addresses:  # only judged addresses, never a new lookup
             with contextlib.suppress(OSError, TimeoutError):
-                return await asyncio.wait_for(asyncio.open_connection(address, port),
-                                              self.connect_timeout_s)
+                return await asyncio.wait_for(
+                    asyncio.open_connection(address, port, limit=MAX_RESPONSE_HEAD_BYTES),
+                    self.connect_timeout_s)
         return None
 
     async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
