@@ -60,11 +60,14 @@ RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
         pip install -e .; \
     fi
 
-# The pipeline runs as an unprivileged user: Chromium renders untrusted pages
-# (with --no-sandbox, since a container has no user namespaces for its own
-# sandbox), so a compromised renderer must not be root in the container.
+# The pipeline runs as an unprivileged user: Chromium renders untrusted pages, so a
+# compromised renderer must not be root in the container. Chromium's own sandbox needs user
+# namespaces, which Docker's default seccomp profile forbids: in the image the browser runs
+# without it (the explicit opt-out, webgym_common/chromium.py). Under a seccomp profile that
+# allows user namespaces, set WEBGYM_BROWSER__SANDBOX=true.
 RUN useradd --create-home --uid 10001 webgym
 USER webgym
+ENV WEBGYM_BROWSER__SANDBOX=false
 
 ENTRYPOINT ["webgym"]
 CMD ["--help"]

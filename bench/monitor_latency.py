@@ -35,6 +35,7 @@ from infra.procs import free_port
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from webgym_common.choices import PolicyKind, SamplingStrategy
+from webgym_common.chromium import launch_options
 from webgym_common.config import Settings, get_settings, load_settings, settings_env
 from webgym_common.lifecycle import READY_FILE_ENV
 from webgym_common.stream.admin import create_topics
@@ -42,8 +43,6 @@ from webgym_common.stream.bus import EventProducer
 
 console = Console()
 TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
-CHROMIUM = os.environ.get("WEBGYM_BROWSER__EXECUTABLE_PATH",
-                          "/usr/lib/chromium/chromium-headless-shell")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -84,8 +83,8 @@ async def measure(base: Settings, tasks: int, contexts: int, delay_s: float
             while not ready.exists():  # noqa: ASYNC110 (the process's ready file)
                 await asyncio.sleep(0.2)
         async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=CHROMIUM,
-                                               args=["--no-sandbox", "--disable-gpu"])
+            browser = await pw.chromium.launch(**launch_options(settings.browser),
+                                               args=["--disable-gpu"])
             page = await browser.new_page()
             await page.goto(f"http://{settings.monitor.host}:{settings.monitor.port}/")
             async with EventProducer(settings, client_id="bench") as producer:

@@ -60,12 +60,14 @@ def infra_prepare(
     """Fetch the Kafka jars and build MinIO into the cache (done by `up` when missing).
 
     Example: webgym infra prepare --with-vllm --with-trainer"""
-    from infra import kafka_broker, minio_server, trainer_env, vllm_server
+    from infra import browser_user, kafka_broker, minio_server, trainer_env, vllm_server
 
     settings = get_settings()
     infra, t = settings.infra, settings.trainer
     parts: dict[str, Callable[[], object]] = {}
     if stack:
+        parts["the unprivileged user Chromium runs as under root (its sandbox refuses root)"] = (
+            lambda: browser_user.ensure(settings.browser))
         parts[f"Kafka {infra.kafka_version} jars from Maven Central"] = (
             lambda: kafka_broker.fetch_jars(infra))
         parts[f"MinIO {infra.minio_version} from its Go module"] = (

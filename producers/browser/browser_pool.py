@@ -25,12 +25,15 @@ from playwright.async_api import (
 
 from producers.browser.egress import EgressProxy
 from producers.browser.urlpolicy import SOCKET_SCHEMES, UrlPolicy
+from webgym_common.chromium import launch_options
 from webgym_common.config import BrowserSettings, get_settings
 
 log = logging.getLogger(__name__)
 
+# No `--no-sandbox`: Chromium runs in its own sandbox unless browser.sandbox says otherwise
+# (webgym_common/chromium.py decides, and how).
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-dev-shm-usage",
 ]
@@ -79,7 +82,7 @@ class BrowserPool:
         assert self.playwright is not None
         browser = await asyncio.wait_for(
             self.playwright.chromium.launch(
-                executable_path=str(self.cfg.executable_path),
+                **launch_options(self.cfg),
                 args=[*CHROMIUM_ARGS, *proxy_args(self.egress.url, self.policy.private_allowlist)],
                 timeout=self.cfg.navigation_timeout_s * 1000,
             ),

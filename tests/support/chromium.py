@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,10 +10,14 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, async_playwright
 
-EXECUTABLE = os.environ.get(
-    "WEBGYM_BROWSER__EXECUTABLE_PATH", "/usr/lib/chromium/chromium-headless-shell")
+from webgym_common.chromium import launch_options
+from webgym_common.config import get_settings
+
+# The worker's browser settings (executable, sandbox), from the same environment variables.
+BROWSER = get_settings().browser
+EXECUTABLE = str(BROWSER.executable_path)
 LAUNCH_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 HAVE_BROWSER = Path(EXECUTABLE).exists()
@@ -26,7 +29,7 @@ async def chromium() -> AsyncIterator[Browser]:
     if not HAVE_BROWSER:
         pytest.skip(f"no Chromium at {EXECUTABLE}")
     async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=EXECUTABLE, args=LAUNCH_ARGS,
+        b = await pw.chromium.launch(**launch_options(BROWSER), args=LAUNCH_ARGS,
                                      timeout=60_000)
         try:
             yield b

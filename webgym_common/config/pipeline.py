@@ -32,6 +32,12 @@ class BrowserSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     executable_path: Path = Path("/usr/lib/chromium/chromium-headless-shell")
+    # Chromium's own sandbox for its renderers (a user namespace and seccomp-bpf each). It
+    # refuses root, so a root process launches the browser as `sandbox_user` (created by
+    # infra/bootstrap.sh; webgym_common/chromium.py). false = `--no-sandbox`: only where no
+    # sandbox can run, e.g. in a container whose seccomp profile forbids user namespaces.
+    sandbox: bool = True
+    sandbox_user: str = "webgym-browser"
     contexts: int = Field(4, ge=1, le=64)
     viewport_width: int = Field(1280, ge=320, le=4096)
     viewport_height: int = Field(720, ge=240, le=4096)

@@ -51,6 +51,7 @@ from infra.sandbox.tasks.miniwob_tasks import REFERENCES, all_tasks
 from webgym_common.agent.actions import ActionKind
 from webgym_common.agent.marks import parse_marks
 from webgym_common.agent.teacher import resolve_reference_action
+from webgym_common.chromium import launch_options
 from webgym_common.config import get_settings
 from webgym_common.events import Mark, ReferenceAction
 from webgym_common.miniwob import (
@@ -65,7 +66,7 @@ from webgym_common.miniwob import (
 # The worker's browser settings (executable, viewport, settle time, mark limit), read from
 # the same settings object and environment variables as the worker's.
 BROWSER = get_settings().browser
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
+LAUNCH_ARGS = ["--disable-gpu", "--no-first-run"]
 ACTION_MS = 5_000
 PAGE_MS = 120_000  # the page's own episode timer: no timeout while we act
 _TAG = "data-wg-target"
@@ -209,8 +210,7 @@ async def build(tasks: Sequence[dict[str, Any]], concurrency: int
                TimeElapsedColumn(), TextColumn("{task.fields[failed]} failed"))
     try:
         async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=str(BROWSER.executable_path),
-                                               args=LAUNCH_ARGS)
+            browser = await pw.chromium.launch(**launch_options(BROWSER), args=LAUNCH_ARGS)
             with Progress(*columns) as progress:
                 bar = progress.add_task("MiniWoB references", total=len(tasks), failed=0)
 
