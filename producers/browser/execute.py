@@ -5,7 +5,10 @@ function that carries it out.
 
 An action that cannot be carried out (no such element, a point off the page, a
 refused URL) raises ActionFailed; the worker reports it in the next observation
-and the episode goes on.
+and the episode goes on. So does an action the episode's driver may not issue
+(`refusal`): one the model is never offered (Visit) runs only in an episode whose
+actions come from outside (webgym drive, the env server), never in a policy's, whatever
+parsed it.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from playwright.async_api import Locator, Page
 
 from producers.browser.session import EpisodeSession
 from producers.browser.urlpolicy import UrlPolicy, UrlRefused, check_url
-from webgym_common.agent.actions import ActionKind, kind_of
-from webgym_common.choices import InteractionMode, SettleMode
+from webgym_common.agent.actions import ACTIONS, ActionKind, kind_of
+from webgym_common.choices import Driver, InteractionMode, SettleMode
 from webgym_common.config import BrowserSettings
 from webgym_common.events import ParsedAction
 
@@ -208,14 +211,29 @@ HANDLERS: dict[ActionKind, Handler] = {
 }
 
 
+def refusal(kind: ActionKind, driver: str) -> str | None:
+    """Why an episode driven by `driver` may not run an action of `kind` (None: it may).
+
+    An action the model is never offered is the pipeline's own: only an external driver
+    issues it. In a policy's episode it can only come from a reply the model was talked into
+    (a page's prompt injection) that a decoder without the grammar and a lenient parser let
+    through, so it is refused here as well as by the parser."""
+    if ACTIONS[kind].offered or driver == Driver.EXTERNAL:
+        return None
+    return (f"refused to run {kind}: it is not an action the model is offered, and only an "
+            f"external driver may issue it (this episode's driver: {driver})")
+
+
 async def _act(session: EpisodeSession, page: Page, a: ParsedAction, cfg: BrowserSettings,
                url_policy: UrlPolicy | None = None) -> str:
     kind = kind_of(a.kind)
     if kind is ActionKind.INVALID:
         raise ActionFailed(f"invalid action: {a.error}")
     handler = HANDLERS.get(kind) if kind is not None else None
-    if handler is None:
+    if kind is None or handler is None:
         raise ActionFailed(f"unknown action kind {a.kind}")
+    if (why := refusal(kind, session.request.driver)) is not None:
+        raise ActionFailed(why)
     return await handler(_Env(session, page, cfg, url_policy), a)
 
 

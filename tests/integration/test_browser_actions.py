@@ -20,6 +20,7 @@ import pytest_asyncio
 from tests.support.hand_fed import HandFedEpisode, mark_index
 from tests.support.launch import BrowserWorkerProcess
 from webgym_common.agent.actions import Mode
+from webgym_common.choices import Driver
 from webgym_common.config import Settings
 from webgym_common.events import StepObserved
 from webgym_common.objectstore import ObjectStore
@@ -71,8 +72,9 @@ async def playground(
     max_steps: int = 30,
 ) -> AsyncIterator[HandFedEpisode]:
     """An episode on /playground/<page>; ended with an ANSWER if the test did not get that far."""
+    # Driven from outside, as webgym drive is: every action of the grammar runs, Visit too.
     ep = HandFedEpisode(settings, producer, f"{settings.sandbox_url}/playground/{page}",
-                        mode=mode, max_steps=max_steps)
+                        mode=mode, max_steps=max_steps, driver=Driver.EXTERNAL)
     try:
         yield ep
     finally:

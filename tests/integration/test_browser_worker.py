@@ -14,6 +14,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from producers.drive_reference import drive, episode_request
 from tests.support.hand_fed import HandFedEpisode, mark_index, watch_episodes
 from tests.support.launch import BrowserWorkerProcess
+from webgym_common.choices import Driver
 from webgym_common.config import Settings
 from webgym_common.events import CancelEpisode
 from webgym_common.objectstore import ObjectStore
@@ -135,7 +136,8 @@ async def test_url_policy_refuses_and_reports(
         done = await ep.completed()
         assert done.termination == "crashed" and "start URL refused" in done.reason
         assert not ep.observations
-    async with HandFedEpisode(settings, producer, f"{settings.sandbox_url}/wiki/") as ep:
+    async with HandFedEpisode(settings, producer, f"{settings.sandbox_url}/wiki/",
+                              driver=Driver.EXTERNAL) as ep:
         first = await ep.start()
         obs = await ep.act("Visit [http://169.254.169.254/latest/meta-data/]")
         assert "refused" in obs.error and obs.url == first.url

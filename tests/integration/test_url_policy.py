@@ -25,6 +25,7 @@ from producers.browser.urlpolicy import UrlPolicy
 from tests.support.hand_fed import HandFedEpisode
 from tests.support.launch import BrowserWorkerProcess
 from tests.support.sandbox import serving_sandbox
+from webgym_common.choices import Driver
 from webgym_common.config import BrowserSettings, Settings
 from webgym_common.stream.bus import EventProducer
 
@@ -127,7 +128,8 @@ async def test_a_worker_reports_a_refused_visit_and_goes_on(
         async with asyncio.timeout(60):
             while not worker.owns_partitions():  # noqa: ASYNC110 (a ready file)
                 await asyncio.sleep(0.2)
-        async with HandFedEpisode(settings, producer, f"{settings.sandbox_url}/wiki/") as ep:
+        async with HandFedEpisode(settings, producer, f"{settings.sandbox_url}/wiki/",
+                                  driver=Driver.EXTERNAL) as ep:
             first = await ep.start()
             for target in (f"http://127.0.0.2:{port}/", "http://169.254.169.254/latest/"):
                 obs = await ep.act(f"Visit [{target}]")
@@ -138,5 +140,32 @@ async def test_a_worker_reports_a_refused_visit_and_goes_on(
             assert obs.error is None and obs.url.endswith("/shop/")
             await ep.send_only("ANSWER [done]")
             assert (await ep.completed()).termination == "answer"
+    finally:
+        worker.stop()
+
+
+async def test_a_policy_driven_episode_never_visits(
+    settings: Settings, producer: EventProducer, tmp_path
+) -> None:
+    """A Visit in a policy's episode (a reply the parser would refuse, here put on the actions
+    topic as it is) is refused by the worker, even to an address the URL policy allows: the
+    page stays, nothing is requested, the episode goes on."""
+    run = uuid.uuid4().hex[:8]
+    worker = BrowserWorkerProcess(settings, 1, tmp_path / "worker.log")
+    try:
+        async with asyncio.timeout(60):
+            while not worker.owns_partitions():  # noqa: ASYNC110 (a ready file)
+                await asyncio.sleep(0.2)
+        async with HandFedEpisode(settings, producer, f"{settings.sandbox_url}/wiki/") as ep:
+            assert ep.request.driver == Driver.POLICY
+            first = await ep.start()
+            allowed = f"{settings.sandbox_url}/security/hit?run={run}&via=visit"
+            obs = await ep.act(f"Visit [{allowed}]")
+            assert obs.error and "refused to run Visit" in obs.error, obs.error
+            assert obs.url == first.url and not obs.terminal
+            assert await arrived(settings.sandbox_url, run) == {}
+            await ep.send_only("ANSWER [stayed]")
+            done = await ep.completed()
+            assert done.termination == "answer" and done.final_url == first.url
     finally:
         worker.stop()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from webgym_common.agent.actions import Mode, format_action, parse_action
+from webgym_common.choices import Driver
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
@@ -25,11 +26,14 @@ from webgym_common.topics import Topic
 
 
 class HandFedEpisode:
-    """`await ep.start()`, then `await ep.act("Click [3]")`, then `await ep.completed()`."""
+    """`await ep.start()`, then `await ep.act("Click [3]")`, then `await ep.completed()`.
+
+    The hand writes any action of the grammar, the pipeline's own (Visit) too; `driver` is
+    the one the request names (a browser worker runs a Visit only for Driver.EXTERNAL)."""
 
     def __init__(self, settings: Settings, producer: EventProducer, url: str,
                  mode: Mode = "set_of_marks", max_steps: int = 20, timeout_s: float = 120,
-                 task_id: str | None = None) -> None:
+                 task_id: str | None = None, driver: Driver = Driver.POLICY) -> None:
         self.settings, self.producer, self.mode = settings, producer, mode
         self.episode_id = f"hand-{uuid.uuid4().hex[:10]}"
         self.task = Task(task_id=task_id or f"task-{self.episode_id}", task_name="hand-fed",
@@ -37,7 +41,7 @@ class HandFedEpisode:
         self.request = EpisodeRequested(
             episode_id=self.episode_id, task=self.task, iteration=0, split="test",
             max_steps=max_steps, deadline=utc_now() + timedelta(seconds=timeout_s),
-            policy_version="hand", interaction_mode=mode,
+            policy_version="hand", interaction_mode=mode, driver=driver,
         )
         self.observations: dict[int, StepObserved] = {}
         self.duplicates = 0
@@ -63,7 +67,7 @@ class HandFedEpisode:
 
     async def act(self, action: str, wait_s: float = 60) -> StepObserved:
         step = self.step
-        parsed = parse_action(action, self.mode)
+        parsed = parse_action(action, self.mode, offered_only=False)
         await self.producer.publish(Topic.ACTIONS, self.episode_id, ActionChosen(
             episode_id=self.episode_id, step=step, action=parsed,
             action_string=format_action(parsed), policy_version="hand",
@@ -71,7 +75,7 @@ class HandFedEpisode:
         return await self.observation(step + 1, wait_s)
 
     async def send_only(self, action: str) -> None:
-        parsed = parse_action(action, self.mode)
+        parsed = parse_action(action, self.mode, offered_only=False)
         await self.producer.publish(Topic.ACTIONS, self.episode_id, ActionChosen(
             episode_id=self.episode_id, step=self.step, action=parsed,
             action_string=format_action(parsed), policy_version="hand",

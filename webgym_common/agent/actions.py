@@ -11,7 +11,10 @@ What the first bracket names depends on the interaction mode: an element number
 `[N]` in set-of-marks mode, a screenshot pixel `[x, y]` in coordinates mode.
 
 A string that does not parse becomes an explicit `Invalid` action carrying the
-reason; parsing never raises.
+reason; parsing never raises. An action the model is not offered (`offered=False`: Visit,
+how the pipeline opens a page) is refused by the parser too, unless the caller is the
+pipeline itself (`offered_only=False`): the structured-output regex is not the only guard,
+since a server may ignore it or run without it, and a page's text may ask for anything.
 """
 
 from __future__ import annotations
@@ -225,7 +228,9 @@ class _Unparsable(Exception):
     """Internal: carries the reason out of the slot readers."""
 
 
-def parse_action(text: str, mode: Mode = _SOM) -> ParsedAction:
+def parse_action(text: str, mode: Mode = _SOM, *, offered_only: bool = True) -> ParsedAction:
+    """`text` as an action of `mode`. `offered_only` (a model's reply): an action the model
+    is not offered in the mode is Invalid; False: the pipeline's own actions (Visit) too."""
     raw = text.strip()
     m = _NAME.match(raw)
     if not m:
@@ -240,6 +245,8 @@ def parse_action(text: str, mode: Mode = _SOM) -> ParsedAction:
     form = spec.forms.get(known_mode)
     if form is None:
         return invalid(raw, f"{kind} exists only in {' and '.join(spec.modes)} mode", mode)
+    if offered_only and not spec.offered:
+        return invalid(raw, f"{kind} is not one of the actions offered", mode)
     try:
         fields = _read_slots(kind, form.slots, m.group(2).strip())
     except _Unparsable as err:

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from producers.browser.execute import HANDLERS, ActionFailed, _act, intercepting
+from producers.browser.execute import HANDLERS, ActionFailed, _act, intercepting, refusal
 from webgym_common.agent.actions import ACTIONS, ActionKind, parse_action
+from webgym_common.choices import Driver
 from webgym_common.config import BrowserSettings
 from webgym_common.events import Mark, ParsedAction
 
@@ -36,8 +37,14 @@ class Recorder:
 
 
 @dataclass
+class Request:
+    driver: str = Driver.POLICY.value
+
+
+@dataclass
 class Session:
     marks: dict[int, Mark] = field(default_factory=dict)
+    request: Request = field(default_factory=Request)
 
 
 def test_every_action_of_the_spec_has_a_handler() -> None:
@@ -45,10 +52,13 @@ def test_every_action_of_the_spec_has_a_handler() -> None:
 
 
 async def run(text: str, mode: str = "set_of_marks", marks: dict[int, Mark] | None = None,
+              driver: Driver = Driver.POLICY, calls: list[tuple[Any, ...]] | None = None,
               ) -> tuple[str, list[tuple[Any, ...]]]:
-    page = Recorder()
-    action = parse_action(text, mode)
-    effect = await _act(Session(marks or {}), page, action, CFG)  # type: ignore[arg-type]
+    """Parse `text` as the pipeline would (every action of the grammar) and run it."""
+    page = Recorder(calls if calls is not None else [])
+    action = parse_action(text, mode, offered_only=False)
+    session = Session(marks or {}, Request(driver.value))
+    effect = await _act(session, page, action, CFG)  # type: ignore[arg-type]
     return effect, page.calls
 
 
@@ -84,7 +94,25 @@ async def test_page_wide_actions() -> None:
 
 async def test_a_refused_visit_fails_without_touching_the_page() -> None:
     with pytest.raises(ActionFailed, match="refused to visit http://example.com/"):
-        await run("Visit [http://example.com/]")
+        await run("Visit [http://example.com/]", driver=Driver.EXTERNAL)
+
+
+def test_only_an_external_driver_may_issue_an_action_the_model_is_not_offered() -> None:
+    offered = [k for k, s in ACTIONS.items() if s.offered]
+    assert all(refusal(k, d) is None for k in offered for d in Driver)
+    assert refusal(ActionKind.VISIT, Driver.EXTERNAL) is None
+    why = refusal(ActionKind.VISIT, Driver.POLICY)
+    assert why is not None and "only an external driver" in why and "policy" in why
+
+
+async def test_a_visit_in_a_policy_driven_episode_is_refused_and_never_navigates() -> None:
+    url = "http://127.0.0.1/shop/"  # allowed by the URL policy: only the driver refuses it
+    assert await run(f"Visit [{url}]", driver=Driver.EXTERNAL) == (
+        f"visited {url}", [("goto", url)])
+    calls: list[tuple[Any, ...]] = []
+    with pytest.raises(ActionFailed, match="refused to run Visit"):
+        await run(f"Visit [{url}]", calls=calls)
+    assert calls == []
 
 
 async def test_invalid_and_unknown_actions_fail() -> None:
