@@ -118,7 +118,8 @@ async def measure(base: Settings, caching: bool, seconds: float, steps: int
     try:
         with console.status(f"starting vLLM (prefix caching {'on' if caching else 'off'})"):
             await wait_healthy(settings, proc, settings.vllm.start_timeout_s)
-        client = AsyncOpenAI(base_url=f"{root}/v1", api_key="EMPTY", timeout=300)
+        client = AsyncOpenAI(base_url=f"{root}/v1", api_key=settings.vllm.api_key,
+                             timeout=300)
         await load(client, settings, 1, 3, 2)  # warm-up: the grammar compiles once
         for level in LEVELS:
             before = await prefix_counters(root)

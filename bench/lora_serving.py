@@ -80,7 +80,8 @@ async def measure(base: Settings, plugin: bool, adapter: Path, elements: int, in
         with console.status(f"starting vLLM ({label})"):
             await wait_healthy(settings, proc, settings.vllm.start_timeout_s)
         root = f"http://{settings.infra.host}:{settings.vllm.port}"
-        async with httpx.AsyncClient(base_url=root, timeout=1800) as client:
+        key = {"Authorization": f"Bearer {settings.vllm.api_key}"}  # the server requires it
+        async with httpx.AsyncClient(base_url=root, timeout=1800, headers=key) as client:
             loaded = await client.post("/v1/load_lora_adapter",
                                        json={"lora_name": ADAPTER, "lora_path": str(adapter)})
             loaded.raise_for_status()

@@ -85,7 +85,7 @@ async def measure(base: Settings, bind: str, seconds: float) -> dict[str, tuple[
     try:
         await wait_healthy(settings, proc, settings.vllm.start_timeout_s)
         client = AsyncOpenAI(base_url=f"http://{settings.infra.host}:{settings.vllm.port}/v1",
-                             api_key="EMPTY", timeout=300)
+                             api_key=settings.vllm.api_key, timeout=300)
         await load(client, settings.policy.model, 1, 3, True)  # warm-up
         for level in LEVELS:
             with console.status(f"bind={bind}: {level} in flight for {seconds:.0f}s"):

@@ -1,4 +1,9 @@
-"""Embedded MinIO: built from source with `go install` (pinned), cached, on 127.0.0.1."""
+"""Embedded MinIO: built from source with `go install` (pinned), cached, on 127.0.0.1.
+
+Its root user and password are the settings' s3.access_key and s3.secret_key (for the
+embedded stack: generated once per data dir, webgym_common.config.stack_secrets), given in
+its environment, never on its command line.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,16 @@ import subprocess
 from pathlib import Path
 
 import httpx
+from minio.error import S3Error
 
 from infra.procs import InfraError, ManagedProcess, require_tool
 from webgym_common.config import InfraSettings, S3Settings
+from webgym_common.config.stack_secrets import secrets_file
+from webgym_common.objectstore import ObjectStore
 
 MODULE = "github.com/minio/minio"
+# What MinIO answers a client whose user or password is not its own.
+REFUSED_CREDENTIALS = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied"})
 
 
 def binary(infra: InfraSettings) -> Path:
@@ -37,6 +47,10 @@ def build(infra: InfraSettings) -> Path:
 
 
 def start(infra: InfraSettings, s3: S3Settings, proc: ManagedProcess) -> None:
+    if not (s3.access_key and s3.secret_key):
+        raise InfraError("MinIO needs a root user and password: set WEBGYM_S3__ACCESS_KEY and "
+                         "WEBGYM_S3__SECRET_KEY, or leave WEBGYM_S3__ENDPOINT unset to use "
+                         f"the ones generated in {secrets_file(infra.data_dir)}")
     exe = build(infra)
     data = infra.data_dir / "minio"
     data.mkdir(parents=True, exist_ok=True)
@@ -66,3 +80,19 @@ async def healthy(endpoint: str, timeout_s: float = 3.0) -> bool:
         return resp.status_code == 200
     except httpx.HTTPError:
         return False
+
+
+async def ensure_bucket(s3: S3Settings, data_dir: Path) -> None:
+    """The bucket, made if missing. A MinIO that refuses the settings' credentials was
+    started with others (before webgym generated them, or with other WEBGYM_S3__* values):
+    one clear error instead of every process failing later."""
+    try:
+        await ObjectStore(s3).ensure_bucket()
+    except S3Error as err:
+        if err.code not in REFUSED_CREDENTIALS:
+            raise
+        raise InfraError(
+            f"MinIO at {s3.endpoint} refuses the credentials of the settings ({err.code}): it "
+            f"runs with others. `webgym infra down`, then `webgym infra up` starts it with "
+            f"WEBGYM_S3__ACCESS_KEY / WEBGYM_S3__SECRET_KEY, else those of "
+            f"{secrets_file(data_dir)}") from None

@@ -3,6 +3,10 @@
 Components start in order (the Kafka nodes, MinIO, the sandbox web, vLLM when asked
 for), then each is health-checked with a timeout; `down` stops them in reverse.
 `infra.brokers` > 1 makes Kafka a KRaft cluster of that many nodes (infra.kafka_broker).
+Nothing starts when the settings would publish the stack to the network with credentials
+nobody chose, or ask the embedded Kafka for TLS or SASL (infra.exposure). MinIO and vLLM
+take the credentials of the settings: unless given explicitly, the ones generated for the
+data dir (webgym_common.config.stack_secrets).
 """
 
 from __future__ import annotations
@@ -14,10 +18,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from infra import kafka_broker, minio_server, vllm_server
+from infra import exposure, kafka_broker, minio_server, vllm_server
 from infra.procs import InfraError, ManagedProcess, port_is_free, port_is_listening
-from webgym_common.config import Settings
-from webgym_common.objectstore import ObjectStore
+from webgym_common.config import Settings, stack_secrets
 
 
 @dataclass
@@ -59,7 +62,7 @@ def components(
             version=lambda: f"MinIO {infra.minio_version} (go install)",
             start=lambda proc: minio_server.start(infra, s3, proc),
             healthy=lambda: minio_server.healthy(s3.endpoint),
-            after_start=lambda: ObjectStore(s3).ensure_bucket(),
+            after_start=lambda: minio_server.ensure_bucket(s3, infra.data_dir),
         )
     )
     sandbox = _sandbox_component(settings)
@@ -162,6 +165,7 @@ async def up(
     """
     _refuse_another_layout(settings)
     selected = _selected(settings, only, with_vllm)
+    _refuse_exposure(settings, [c.name for c in selected])
     for comp in selected:
         proc = _proc(settings, comp)
         if proc.pid() is not None:
@@ -200,6 +204,15 @@ def _refuse_another_layout(settings: Settings) -> None:
             f"a {recorded}-broker Kafka runs from {infra.data_dir} ({', '.join(running)}), "
             f"not the {infra.brokers} asked for: `webgym infra down` first"
         )
+
+
+def _refuse_exposure(settings: Settings, names: list[str]) -> None:
+    """One clear error, before anything starts, for what infra.exposure refuses."""
+    if problem := exposure.kafka_protocol_problem(settings, names):
+        raise InfraError(problem)
+    generated = stack_secrets.read(settings.infra.data_dir)
+    if problems := exposure.credential_problems(settings, generated, names):
+        raise InfraError(exposure.refusal(settings, problems))
 
 
 async def status(settings: Settings) -> list[ComponentStatus]:

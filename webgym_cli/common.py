@@ -33,9 +33,11 @@ RUN_TASKS = (SANDBOX_TASKS, "infra/sandbox/tasks/generated_tasks.jsonl",
 def _is_known_failure(err: Exception) -> bool:
     # Imported only once something failed, so no command pays for the others' layers.
     from infra.procs import InfraError
+    from webgym_common.config.stack_secrets import SecretsFileError
     from webgym_common.objectstore import ObjectStoreError
 
-    return isinstance(err, InfraError | SettingsError | ObjectStoreError | TimeoutError)
+    return isinstance(err, InfraError | SettingsError | SecretsFileError | ObjectStoreError
+                      | TimeoutError)
 
 
 def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from webgym_cli.common import console, one_line_errors, settings_with
 from webgym_common.config import Settings, get_settings
+from webgym_common.config.stack_secrets import secrets_file
 
 app = typer.Typer(help="The embedded stack (Kafka, MinIO, sandbox web).", no_args_is_help=True)
 
@@ -37,6 +38,10 @@ def infra_up(
     with console.status("starting the embedded stack") as status:
         asyncio.run(stack.up(settings, on_step=status.update, with_vllm=with_vllm))
     print_status(settings)
+    made = secrets_file(settings.infra.data_dir)
+    if made.exists():
+        console.print(f"credentials of MinIO and vLLM (unless set in WEBGYM_S3__* / "
+                      f"WEBGYM_VLLM__API_KEY): {made} (only you may read it)")
     if settings.infra.brokers != get_settings().infra.brokers:
         # An option applies to this command only; the others read the setting.
         console.print(

@@ -142,3 +142,26 @@ class Compression(StrEnum):
     LZ4 = "lz4"
     SNAPPY = "snappy"
     NONE = "none"
+
+
+class KafkaSecurityProtocol(StrEnum):
+    """How clients talk to the brokers (Kafka's security.protocol)."""
+
+    PLAINTEXT = "PLAINTEXT"  # no TLS, no authentication: the embedded broker's only one
+    SSL = "SSL"  # TLS, the broker's certificate checked against kafka.ssl_cafile
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"  # a user and password, sent without TLS
+    SASL_SSL = "SASL_SSL"  # a user and password over TLS
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self in (KafkaSecurityProtocol.SASL_PLAINTEXT, KafkaSecurityProtocol.SASL_SSL)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self in (KafkaSecurityProtocol.SSL, KafkaSecurityProtocol.SASL_SSL)
+
+
+class SaslMechanism(StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"

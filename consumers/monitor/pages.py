@@ -1,6 +1,7 @@
 """The monitor's pages: aiohttp routes rendering Jinja2 templates (autoescape on).
 
-Read-only: every route is a GET, and none publishes or writes anywhere. Text from pages,
+Read-only: every route is a GET, and none publishes or writes anywhere. Only requests for
+the names it is known by are answered (webgym_common.hosts: no DNS rebinding). Text from pages,
 tasks and models is hostile: it reaches the browser only through autoescaped templates
 or as JSON that the page's script sets as `textContent`, never as markup; and the
 Content-Security-Policy runs no inline script, as a second line. Screenshots come from
@@ -26,6 +27,7 @@ from consumers.monitor.hub import Monitor, Subscriber, scored_topic
 from consumers.monitor.plots import learning_curve_png, losses_png, metrics_png
 from consumers.monitor.state import EpisodeState
 from webgym_common.choices import ScreenshotFormat
+from webgym_common.hosts import host_check
 from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
 
 HERE = Path(__file__).parent
@@ -193,7 +195,9 @@ async def stats(request: web.Request) -> web.Response:
 
 
 def make_app(monitor: Monitor) -> web.Application:
-    app = web.Application(middlewares=[headers])
+    cfg = monitor.settings.monitor
+    # The Host check first: a rebound name gets nothing, not even a header.
+    app = web.Application(middlewares=[host_check(cfg.host, cfg.allowed_hosts), headers])
     app[MONITOR] = monitor
     app[STORE] = ObjectStore(monitor.settings.s3)
     app[SCREENSHOTS] = OrderedDict()

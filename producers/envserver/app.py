@@ -54,6 +54,7 @@ from webgym_common.events import (
     Task,
     utc_now,
 )
+from webgym_common.hosts import host_check
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_compacted
@@ -359,7 +360,11 @@ def make_app(server: EnvServer) -> web.Application:
         except BadRequest as err:
             return web.json_response({"error": str(err)}, status=err.status)
 
-    app = web.Application(middlewares=[errors], client_max_size=1024 * 1024)
+    cfg = server.settings.envserver
+    # Whoever reaches it drives browsers: a request for a name it is not known by (a page's
+    # DNS name rebound to loopback) is refused before any route (webgym_common.hosts).
+    app = web.Application(middlewares=[host_check(cfg.host, cfg.allowed_hosts), errors],
+                          client_max_size=1024 * 1024)
     app.add_routes(routes)
     return app
 

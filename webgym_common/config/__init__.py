@@ -26,6 +26,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from webgym_common.config import stack_secrets
 from webgym_common.config.pipeline import (
     BrowserSettings,
     EvaluatorSettings,
@@ -90,17 +91,23 @@ class Settings(BaseSettings):
         except ValidationError:
             return data  # validation proper reports it, with the setting's full name
         data = dict(data)
+        local_s3 = f"{infra.host}:{infra.minio_port}"
+        local_vllm = f"http://{infra.host}:{vllm.port}/v1"
         for section, name, value in (
             ("kafka", "bootstrap_servers", infra.kafka_bootstrap),
-            ("s3", "endpoint", f"{infra.host}:{infra.minio_port}"),
-            ("policy", "base_url", f"http://{infra.host}:{vllm.port}/v1"),
+            ("s3", "endpoint", local_s3),
+            ("policy", "base_url", local_vllm),
         ):
             data[section] = _with_default(data.get(section), name, value)
+        data = _with_stack_secrets(data, infra, local_s3, local_vllm)
         # The local vLLM's key is the key its clients (policy, LLM judge, model loader) send,
-        # unless they were given one of their own.
-        if vllm.api_key:
-            for section in ("policy", "evaluator"):
-                data[section] = _with_key(data.get(section), vllm.api_key)
+        # unless they were given one of their own; never sent to another server.
+        key = _get(data.get("vllm"), "api_key")
+        policy_url = _get(data["policy"], "base_url")
+        judge_url = _get(data.get("evaluator"), "base_url") or policy_url
+        for section, url in (("policy", policy_url), ("evaluator", judge_url)):
+            if key and url == local_vllm:
+                data[section] = _with_key(data.get(section), key)
         # Unset: as many replicas as the embedded stack has brokers, up to 3.
         if isinstance(data.get("kafka"), dict) and "replication_factor" not in data["kafka"]:
             data["kafka"] = {**data["kafka"], "replication_factor": min(infra.brokers, 3)}
@@ -139,6 +146,34 @@ def _with_default(section: Any, name: str, value: str) -> Any:
     if isinstance(section, dict) and not section.get(name):
         return {**section, name: value}
     return section
+
+
+def _get(section: Any, name: str) -> Any:
+    """A field of `section` (a dict, a model or None); None where it has none."""
+    if isinstance(section, BaseModel):
+        return getattr(section, name, None)
+    return section.get(name) if isinstance(section, dict) else None
+
+
+def _with_stack_secrets(data: dict[str, Any], infra: InfraSettings, local_s3: str,
+                        local_vllm: str) -> dict[str, Any]:
+    """`data` with the embedded stack's generated credentials where the embedded MinIO or
+    vLLM is used and its credentials are unset (stack_secrets: made at the first load)."""
+    s3 = data.get("s3")
+    minio = _get(s3, "endpoint") == local_s3 and not (
+        _get(s3, "access_key") and _get(s3, "secret_key"))
+    vllm = not _get(data.get("vllm"), "api_key") and _get(data["policy"], "base_url") == local_vllm
+    if not (minio or vllm):
+        return data
+    made = stack_secrets.ensure(infra.data_dir)
+    data = dict(data)
+    if minio:
+        for name, value in (("access_key", made.minio_access_key),
+                            ("secret_key", made.minio_secret_key)):
+            data["s3"] = _with_default(data.get("s3"), name, value)
+    if vllm:
+        data["vllm"] = _with_default(data.get("vllm"), "api_key", made.vllm_api_key)
+    return data
 
 
 def _with_key(section: Any, key: str) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from webgym_common.choices import Compression
+from webgym_common.choices import Compression, KafkaSecurityProtocol, SaslMechanism
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_HOME = Path(os.environ.get("WEBGYM_HOME", Path.home() / ".cache" / "webgym"))
@@ -38,6 +38,26 @@ class KafkaSettings(BaseModel):
     replay_retention_ms: int = Field(7 * 24 * 3600 * 1000, ge=60_000)
     scored_retention_ms: int = Field(-1, ge=-1)  # -1 = forever: scored episodes are the record
     default_retention_ms: int = Field(3 * 24 * 3600 * 1000, ge=60_000)
+    # How every client (our producers, consumers and admin, faust's apps) talks to the brokers:
+    # the embedded broker speaks PLAINTEXT on loopback only; a shared cluster wants SASL_SSL.
+    security_protocol: KafkaSecurityProtocol = KafkaSecurityProtocol.PLAINTEXT
+    sasl_mechanism: SaslMechanism = SaslMechanism.PLAIN
+    sasl_username: str = ""
+    sasl_password: str = ""
+    # The CA that signed the brokers' certificates (SSL, SASL_SSL); unset: the system's CAs.
+    ssl_cafile: Path | None = None
+
+    @model_validator(mode="after")
+    def _security_complete(self) -> KafkaSettings:
+        if self.security_protocol.uses_sasl and not (self.sasl_username and self.sasl_password):
+            raise ValueError(
+                f"security_protocol {self.security_protocol} needs WEBGYM_KAFKA__SASL_USERNAME "
+                "and WEBGYM_KAFKA__SASL_PASSWORD")
+        if self.ssl_cafile is not None and not self.security_protocol.uses_tls:
+            raise ValueError(
+                f"ssl_cafile is only used with TLS (security_protocol SSL or SASL_SSL), not "
+                f"{self.security_protocol}")
+        return self
 
 
 class S3Settings(BaseModel):
@@ -45,8 +65,10 @@ class S3Settings(BaseModel):
 
     # Unset: the embedded MinIO's address (infra.host:infra.minio_port).
     endpoint: str = ""
-    access_key: str = "webgym"
-    secret_key: str = "webgym-secret"
+    # Unset, for the embedded MinIO: the ones generated for this data dir
+    # (webgym_common.config.stack_secrets, <data_dir>/secrets.json).
+    access_key: str = ""
+    secret_key: str = ""
     bucket: str = "webgym"
     secure: bool = False
     region: str = "us-east-1"
@@ -145,7 +167,8 @@ class VllmSettings(BaseModel):
     # The weights' dtype: "cpu" = bfloat16 where the CPU has native bf16, else float32
     # (infra/vllm_server.server_dtype); or any of vLLM's --dtype values.
     dtype: str = Field("cpu", pattern=r"^(cpu|auto|float32|bfloat16|float16|half|float)$")
-    # When set, the server requires it (`--api-key`) on every /v1 route, runtime LoRA
-    # loading included, and the policy, the LLM judge and the model loader send it unless
-    # given a key of their own (policy.api_key, evaluator.api_key).
+    # The server requires it (`--api-key`) on every /v1 route, runtime LoRA loading included,
+    # and the policy, the LLM judge and the model loader send it to the local server unless
+    # given a key of their own (policy.api_key, evaluator.api_key). Unset: the one generated
+    # for this data dir (webgym_common.config.stack_secrets, <data_dir>/secrets.json).
     api_key: str | None = None

@@ -17,6 +17,9 @@ class MonitorSettings(BaseModel):
     # Loopback by default: the pages show task text, model output and screenshots.
     host: str = "127.0.0.1"
     port: int = Field(18780, ge=1, le=65535)
+    # Names it answers to beside its host, localhost and 127.0.0.1 (webgym_common.hosts: a
+    # request for any other name is refused, against DNS rebinding from a browser).
+    allowed_hosts: tuple[str, ...] = ()
     # The scored topic the trajectory viewer and the grid's rewards read: empty = the
     # registry's <prefix>.episodes.scored; a full topic name picks a re-scored history.
     scored_topic: str = ""
@@ -46,6 +49,9 @@ class EnvServerSettings(BaseModel):
     # Loopback by default: whoever reaches it can drive browsers.
     host: str = "127.0.0.1"
     port: int = Field(18790, ge=1, le=65535)
+    # Names it answers to beside its host, localhost and 127.0.0.1 (webgym_common.hosts);
+    # under compose the service name its clients use ("envserver").
+    allowed_hosts: tuple[str, ...] = ()
     max_envs: int = Field(256, ge=1, le=4096, description="envs open at once (/create: 503)")
     # An env no request touched for this long is closed (its episode cancelled).
     idle_timeout_s: float = Field(900.0, gt=0)

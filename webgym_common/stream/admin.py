@@ -13,6 +13,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from webgym_common.config import Settings
+from webgym_common.stream.kafka_clients import security_options
 from webgym_common.topics import TopicSpec, all_topic_specs, min_insync_replicas
 
 TOPIC_ALREADY_EXISTS = 36  # Kafka protocol error code
@@ -29,6 +30,7 @@ def admin_client(settings: Settings) -> AIOKafkaAdminClient:
         bootstrap_servers=settings.kafka.bootstrap_servers,
         request_timeout_ms=settings.kafka.request_timeout_ms,
         client_id="webgym-admin",
+        **security_options(settings.kafka),
     )
 
 

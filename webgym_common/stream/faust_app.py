@@ -47,6 +47,7 @@ from webgym_common.config import KafkaSettings, Settings
 from webgym_common.events import Event
 from webgym_common.lifecycle import mark_ready
 from webgym_common.stream.deadletters import LetterIndex, SourceRecord, dead_letter
+from webgym_common.stream.kafka_clients import tls_context
 from webgym_common.stream.offsets import OffsetHolds
 from webgym_common.topics import (
     Group,
@@ -117,11 +118,25 @@ def make_faust_app(settings: Settings, group: Group, **overrides: Any) -> faust.
         "key_serializer": "raw",
         "value_serializer": EVENT_SERIALIZER,
         "datadir": str(datadir),
+        # The same security settings as every other client of ours (kafka_clients.py).
+        "broker_credentials": broker_credentials(k),
     }
     options.update(overrides)
     app = faust.App(app_id, **options)
     mark_ready_when_recovered(app)
     return app
+
+
+def broker_credentials(kafka: KafkaSettings) -> faust.auth.Credentials | None:
+    """faust's form of the kafka.security_* settings; None for PLAINTEXT. faust hands them
+    to aiokafka as kafka_clients.security_options does for our own clients."""
+    context = tls_context(kafka)
+    if kafka.security_protocol.uses_sasl:
+        return faust.SASLCredentials(username=kafka.sasl_username, password=kafka.sasl_password,
+                                     ssl_context=context, mechanism=kafka.sasl_mechanism.value)
+    if context is not None:
+        return faust.SSLCredentials(context)
+    return None
 
 
 def mark_ready_when_recovered(app: faust.App) -> None:

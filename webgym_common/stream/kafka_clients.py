@@ -1,16 +1,41 @@
 """The project's Kafka clients, configured in one place: idempotent producers (acks=all),
 consumers that commit by hand, read committed records only and share out partitions by
 range, so a member of a group that reads several topics owns the same partition numbers of
-each (co-partitioning: a browser worker must own an episode's actions with the episode)."""
+each (co-partitioning: a browser worker must own an episode's actions with the episode).
+Every client, faust's included (faust_app.py), talks to the brokers as the kafka.security_*
+settings say: `security_options` is the one translation of them."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.helpers import create_ssl_context
 
-from webgym_common.config import Settings
+from webgym_common.config import KafkaSettings, Settings
+
+
+def tls_context(kafka: KafkaSettings) -> ssl.SSLContext | None:
+    """The TLS context of a TLS protocol (the broker's certificate and host name checked
+    against kafka.ssl_cafile, else the system's CAs); None without TLS."""
+    if not kafka.security_protocol.uses_tls:
+        return None
+    return create_ssl_context(cafile=str(kafka.ssl_cafile) if kafka.ssl_cafile else None)
+
+
+def security_options(kafka: KafkaSettings) -> dict[str, Any]:
+    """aiokafka's keyword arguments for the kafka.security_* settings (every client's)."""
+    options: dict[str, Any] = {"security_protocol": kafka.security_protocol.value}
+    if kafka.security_protocol.uses_sasl:
+        options |= {"sasl_mechanism": kafka.sasl_mechanism.value,
+                    "sasl_plain_username": kafka.sasl_username,
+                    "sasl_plain_password": kafka.sasl_password}
+    if (context := tls_context(kafka)) is not None:
+        options["ssl_context"] = context
+    return options
 
 
 def make_producer(settings: Settings, client_id: str = "webgym",
@@ -28,6 +53,7 @@ def make_producer(settings: Settings, client_id: str = "webgym",
         linger_ms=k.linger_ms,
         max_request_size=k.max_request_size,
         request_timeout_ms=k.request_timeout_ms,
+        **security_options(k),
     )
 
 
@@ -53,4 +79,5 @@ def make_consumer(
         # and the episodes stalled. Range splits each topic the same way (equal partition
         # counts, which the registry gives co-partitioned topics).
         partition_assignment_strategy=(RangePartitionAssignor,),
+        **security_options(k),
     )

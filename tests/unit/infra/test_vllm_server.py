@@ -1,4 +1,5 @@
-"""The local vLLM's environment (infra/vllm_server.py): its API key comes from the settings."""
+"""The local vLLM's environment (infra/vllm_server.py): its API key comes from the settings
+(unless set, the one generated for the data dir)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,18 @@ from pathlib import Path
 import pytest
 
 from infra.vllm_server import server_command, server_dtype, server_env
-from webgym_common.config import load_settings
+from webgym_common.config import load_settings, stack_secrets
 
 
-def test_no_key_by_default_even_when_our_environment_has_one(
-    monkeypatch: pytest.MonkeyPatch,
+def test_the_generated_key_by_default_never_the_one_our_environment_has(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("VLLM_API_KEY", "leaked-from-the-shell")
-    env = server_env(load_settings())
-    assert env["VLLM_API_KEY"] == ""  # overrides the inherited one: the settings decide
+    settings = load_settings(infra={"data_dir": tmp_path})
+    env = server_env(settings)
+    made = stack_secrets.read(tmp_path)
+    assert made is not None  # runtime LoRA loading is on: the server always has a key
+    assert env["VLLM_API_KEY"] == made.vllm_api_key == settings.policy.api_key
     assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
 
 

@@ -14,6 +14,8 @@ from webgym_common.config import (
     SettingsError,
     get_settings,
     load_settings,
+    settings_env,
+    stack_secrets,
 )
 
 
@@ -110,15 +112,59 @@ def test_data_dir_defaults_under_home(tmp_path: Path) -> None:
 
 
 def test_the_local_vllm_key_is_what_its_clients_send_unless_they_have_their_own(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:
-    s = load_settings(vllm={"api_key": "k1"})
+    here = {"data_dir": tmp_path}
+    s = load_settings(infra=here, vllm={"api_key": "k1"})
     assert (s.policy.api_key, s.evaluator.api_key) == ("k1", "k1")
-    s = load_settings(vllm={"api_key": "k1"}, policy={"api_key": "mine"})
+    s = load_settings(infra=here, vllm={"api_key": "k1"}, policy={"api_key": "mine"})
     assert (s.policy.api_key, s.evaluator.api_key) == ("mine", "k1")
-    assert load_settings().policy.api_key == "EMPTY"  # no key anywhere: none sent
+    s = load_settings(infra=here)  # no key anywhere: the one generated for the data dir
+    made = stack_secrets.read(tmp_path)
+    assert made is not None
+    assert (s.policy.api_key, s.evaluator.api_key, s.vllm.api_key) == (made.vllm_api_key,) * 3
     monkeypatch.setenv("WEBGYM_VLLM__API_KEY", "from-env")
-    assert load_settings().policy.api_key == "from-env"
+    assert load_settings(infra=here).policy.api_key == "from-env"
+
+
+def test_the_local_vllm_key_is_never_sent_to_another_server(tmp_path: Path) -> None:
+    s = load_settings(infra={"data_dir": tmp_path}, vllm={"api_key": "local"},
+                      policy={"base_url": "https://api.example.com/v1"})
+    assert (s.policy.api_key, s.evaluator.api_key) == ("EMPTY", "EMPTY")
+    s = load_settings(infra={"data_dir": tmp_path}, vllm={"api_key": "local"},
+                      evaluator={"base_url": "https://judge.example.com/v1"})
+    assert (s.policy.api_key, s.evaluator.api_key) == ("local", "EMPTY")
+
+
+def test_the_embedded_stack_gets_credentials_generated_once_per_data_dir(tmp_path: Path) -> None:
+    first = load_settings(infra={"data_dir": tmp_path})
+    made = stack_secrets.read(tmp_path)
+    assert made is not None
+    assert (first.s3.access_key, first.s3.secret_key, first.vllm.api_key) == (
+        made.minio_access_key, made.minio_secret_key, made.vllm_api_key)
+    assert first.s3.secret_key not in ("webgym-secret", "") and len(first.s3.secret_key) >= 32
+    # Every later process of the stack reads the same ones, and passes them to its children.
+    again = load_settings(infra={"data_dir": tmp_path})
+    assert (again.s3, again.vllm) == (first.s3, first.vllm)
+    assert settings_env(first)["WEBGYM_S3__SECRET_KEY"] == made.minio_secret_key
+    other = load_settings(infra={"data_dir": tmp_path / "other"})
+    assert other.s3.secret_key != first.s3.secret_key
+
+
+def test_explicit_credentials_win_and_a_remote_store_gets_no_generated_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WEBGYM_S3__ACCESS_KEY", "me")
+    monkeypatch.setenv("WEBGYM_S3__SECRET_KEY", "my-own-secret-1234")
+    s = load_settings(infra={"data_dir": tmp_path})
+    assert (s.s3.access_key, s.s3.secret_key) == ("me", "my-own-secret-1234")
+    monkeypatch.delenv("WEBGYM_S3__ACCESS_KEY")
+    monkeypatch.delenv("WEBGYM_S3__SECRET_KEY")
+    remote = load_settings(infra={"data_dir": tmp_path / "remote"},
+                           s3={"endpoint": "store.example.com:9000"},
+                           policy={"base_url": "https://api.example.com/v1"})
+    assert (remote.s3.access_key, remote.s3.secret_key, remote.vllm.api_key) == ("", "", None)
+    assert not (tmp_path / "remote").exists()  # nothing generated, nothing written
 
 
 def test_task_urls_name_the_sandbox_where_the_browsers_reach_it() -> None:

@@ -1,16 +1,19 @@
 """The faust side (faust_app.py): the "webgym" codec, typed events, registry topics, readiness,
-in-order acks."""
+in-order acks, the brokers' security settings."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import certifi
 import pytest
+from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
 from tests.factories import sample_event
 from webgym_common.codec import Codec
@@ -28,6 +31,7 @@ from webgym_common.stream.faust_app import (
     make_faust_app,
     skipped_start,
 )
+from webgym_common.stream.kafka_clients import security_options
 from webgym_common.topics import Group, StateTable, Topic, group_id
 
 SETTINGS = load_settings(kafka={"topic_prefix": "t7", "partitions": 3})
@@ -292,3 +296,25 @@ async def test_first_reads_never_stall_a_partition() -> None:
         assert await reads.check(obs_event(0, offset))
     assert not await reads.check(obs_event(0, 9))  # 2 seeks and still no start: read on
     assert len(app.seeks) == 2
+
+
+def test_faust_apps_connect_as_the_kafka_security_settings_say(tmp_path: Path) -> None:
+    """faust gives aiokafka what our own clients get (kafka_clients.security_options)."""
+    settings = load_settings(infra={"data_dir": tmp_path}, kafka={
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_username": "webgym", "sasl_password": "pw-1234567890",
+        "ssl_cafile": certifi.where()})
+    app = make_faust_app(settings, Group.POLICY)
+    auth = credentials_to_aiokafka_auth(app.conf.broker_credentials, app.conf.ssl_context)
+    ours = security_options(settings.kafka)
+    assert isinstance(auth.pop("ssl_context"), ssl.SSLContext)
+    assert isinstance(ours.pop("ssl_context"), ssl.SSLContext)
+    assert auth == ours == {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256",
+                            "sasl_plain_username": "webgym", "sasl_plain_password": "pw-1234567890"}
+    tls_only = load_settings(infra={"data_dir": tmp_path}, kafka={"security_protocol": "SSL"})
+    auth = credentials_to_aiokafka_auth(
+        make_faust_app(tls_only, Group.POLICY).conf.broker_credentials, None)
+    assert auth["security_protocol"] == "SSL" and isinstance(auth["ssl_context"], ssl.SSLContext)
+    plain = make_faust_app(load_settings(infra={"data_dir": tmp_path}), Group.POLICY)
+    assert credentials_to_aiokafka_auth(plain.conf.broker_credentials, None) == {
+        "security_protocol": "PLAINTEXT"}
