@@ -32,7 +32,7 @@ from bench.machine import describe_machine
 from infra import stack
 from infra.vllm_server import model_dir
 from tests.support.launch import PipelineProcess
-from tests.support.lora import adapter_files, upload
+from tests.support.lora import adapter_files, digests, upload
 from webgym_common.config import Settings, get_settings
 from webgym_common.events import (
     ActionChosen,
@@ -139,7 +139,8 @@ async def measure(base: Settings, versions: int, inflight: int) -> list[dict[str
                     published = time.perf_counter()
                     await producer.publish(Topic.MODELS, model, ModelVersion(
                         model_name=model, version=n, checkpoint_uri=uri, run_id=f"run{n}",
-                        base_model=str(model_dir(settings)), parent_version=n - 1))
+                        base_model=str(model_dir(settings)), parent_version=n - 1,
+                        file_sha256=digests(files)))
                     await wait_for(lambda n=n: f"v{n}" in clock.first_action, 900,
                                    f"v{n}: first action")
                     served_at, served = clock.served[n]

@@ -13,8 +13,10 @@ adapter, before ModelServed was published, loads it again when restarted; vLLM a
 be announced twice, never one older than a version already announced.
 
 A version: adapter_config.json and adapter_model.safetensors from the checkpoint prefix
-in the object store into <data_dir>/adapters/<served name>/<content digest>/ (renamed into
-place whole; vLLM must see the same path: in compose a shared volume), POST
+in the object store, each checked against the sha256 the trainer published in the
+ModelVersion (consumers.checkpoints), into <data_dir>/adapters/<served name>/<content
+digest>/ (renamed into place whole; vLLM must see the same path: in compose a shared
+volume), POST
 /v1/load_lora_adapter, GET /v1/models until it lists the name from that path
 (model_loader.load_timeout_s), and only then ModelServed (key model name) on
 webgym.models.served: the policy switches on that, never on the ModelVersion. A name vLLM
@@ -27,7 +29,11 @@ a name not listed in time) are tried again with backoff for as long as it takes:
 version is never skipped because the server was away. vLLM rejecting the adapter (any
 other 4xx, or 500: its engine could not load it) or a checkpoint missing its files: an
 error is logged, nothing is published, the loader goes on (a restarted loader tries that
-version again). Kafka failing the publish ends the process; restarted, it loads again
+version again). A file that differs from its published digest, a version published
+without digests (unless model_loader.require_digests is off) or a model name that is not
+one (webgym_common.versions.MODEL_NAME; nothing is built from it) is refused the same way,
+before anything is written or vLLM is asked. Kafka failing the publish ends the process;
+restarted, it loads again
 ("already loaded") and publishes. Every 30 s the served names are checked, and loaded
 again if vLLM lost them (a restarted server forgets its runtime adapters).
 
@@ -54,6 +60,7 @@ import httpx
 import urllib3
 from minio.error import S3Error
 
+from consumers.checkpoints import DigestMismatch, check, sha256_hex
 from webgym_common.config import Settings
 from webgym_common.events import Event, ModelServed, ModelVersion
 from webgym_common.lifecycle import mark_ready, run_until_signalled
@@ -61,7 +68,7 @@ from webgym_common.objectstore import ObjectStore, ObjectStoreError
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_compacted, read_to_end
 from webgym_common.topics import Topic
-from webgym_common.versions import served_name
+from webgym_common.versions import BadModelName, served_name
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +162,11 @@ def backoff_s(attempt: int) -> float:
 class ModelServer:
     """vLLM's model routes; `base_url` is the OpenAI /v1 root."""
 
-    def __init__(self, base_url: str, api_key: str, timeout_s: float) -> None:
+    def __init__(self, base_url: str, api_key: str, timeout_s: float,
+                 tls_verify: bool = True) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.AsyncClient(base_url=base_url.rstrip("/") + "/", headers=headers,
-                                      timeout=timeout_s)
+                                      timeout=timeout_s, verify=tls_verify)
 
     async def listed(self) -> dict[str, str]:
         """Served name -> where it was loaded from (the base model's own directory for it)."""
@@ -186,10 +194,14 @@ class ModelServer:
             log.warning("unloading %s: HTTP %d %s", name, resp.status_code, resp.text)
 
 
-async def fetch_adapter(store: ObjectStore, checkpoint_uri: str, under: Path) -> Path:
-    """The adapter's files in `under`/<their digest>/, a directory renamed into place whole."""
-    files = {name: await store.get_blob(uri, verify=False)
-             for name, uri in adapter_uris(checkpoint_uri).items()}
+async def fetch_adapter(store: ObjectStore, checkpoint_uri: str, under: Path,
+                        digests: Mapping[str, str] | None) -> Path:
+    """The adapter's files in `under`/<their digest>/, a directory renamed into place whole,
+    once each file matched its published digest (DigestMismatch before anything is written;
+    None: not checked)."""
+    files = {name: await store.get_blob(uri) for name, uri in adapter_uris(checkpoint_uri).items()}
+    if digests is not None:
+        check({name: sha256_hex(data) for name, data in files.items()}, digests, checkpoint_uri)
     into = under / content_digest(files)
     if into.is_dir():
         return into
@@ -209,13 +221,26 @@ class Loader:
         self.store, self.server = store, server
         self.adapters = Path(settings.infra.data_dir) / "adapters"
         self.timeout_s = settings.model_loader.load_timeout_s
+        self.require_digests = settings.model_loader.require_digests
 
-    async def load(self, model_name: str, version: int, checkpoint_uri: str) -> float | None:
+    async def load(self, model_name: str, version: int, checkpoint_uri: str,
+                   digests: Mapping[str, str]) -> float | None:
         """Milliseconds until vLLM listed the version, or None if it was refused."""
-        name, started = served_name(model_name, version), time.perf_counter()
+        try:
+            name, started = served_name(model_name, version), time.perf_counter()
+        except BadModelName as err:
+            log.error("%s v%d NOT served: %s", model_name[:120], version, err)
+            return None
+        checked: Mapping[str, str] | None = digests
+        if not digests and not self.require_digests:
+            log.warning("%s: published without file digests; loaded UNCHECKED "
+                        "(model_loader.require_digests is off)", name)
+            checked = None
         for attempt in itertools.count():
             try:
-                outcome, why = await self._try(name, checkpoint_uri)
+                outcome, why = await self._try(name, checkpoint_uri, checked)
+            except DigestMismatch as err:  # never loaded: the files are not the trainer's
+                outcome, why = Outcome.REJECTED, str(err)
             except S3Error as err:  # a missing file is not coming; MinIO failing may pass
                 missing = err.code in ("NoSuchKey", "NoSuchBucket", "NoSuchObject")
                 outcome = Outcome.REJECTED if missing else Outcome.TRANSIENT
@@ -231,8 +256,9 @@ class Loader:
             await asyncio.sleep(backoff_s(attempt))
         raise AssertionError("unreachable")
 
-    async def _try(self, name: str, checkpoint_uri: str) -> tuple[Outcome, str]:
-        path = await fetch_adapter(self.store, checkpoint_uri, self.adapters / name)
+    async def _try(self, name: str, checkpoint_uri: str, digests: Mapping[str, str] | None
+                   ) -> tuple[Outcome, str]:
+        path = await fetch_adapter(self.store, checkpoint_uri, self.adapters / name, digests)
         outcome, why = await self.server.load(name, path)
         if outcome not in (Outcome.LOADED, Outcome.ALREADY):
             return outcome, why
@@ -250,7 +276,7 @@ class Loader:
             if s.checkpoint_uri and s.served_name not in listed:  # the base is always there
                 log.warning("%s is not served any more (vLLM restarted?): loading it again",
                             s.served_name)
-                await self.load(s.model_name, s.version, s.checkpoint_uri)
+                await self.load(s.model_name, s.version, s.checkpoint_uri, s.file_sha256)
 
 
 class Serving:
@@ -263,7 +289,11 @@ class Serving:
 
     async def handle(self, mv: ModelVersion) -> None:
         # decide
-        name = served_name(mv.model_name, mv.version)
+        try:
+            name = served_name(mv.model_name, mv.version)
+        except BadModelName as err:  # a poison event: refused, never a path
+            log.error("a ModelVersion NOT served: %s", err)
+            return
         what = plan(mv, {k: s.version for k, s in self.served.items()})
         if what is Plan.FULL:
             log.error("%s is a full checkpoint: vLLM on the CPU cannot hot-load it (the GPU "
@@ -275,13 +305,15 @@ class Serving:
         if what is Plan.BASE:  # nothing to load: the version is served as the base model
             name, load_ms = self.base_name, 0.0
         else:
-            loaded = await self.loader.load(mv.model_name, mv.version, mv.checkpoint_uri)
+            loaded = await self.loader.load(mv.model_name, mv.version, mv.checkpoint_uri,
+                                            mv.file_sha256)
             if loaded is None:
                 return
             load_ms = loaded
         # publish, only now that vLLM lists the name
         event = ModelServed(model_name=mv.model_name, version=mv.version, served_name=name,
-                            checkpoint_uri=mv.checkpoint_uri, load_ms=load_ms)
+                            checkpoint_uri=mv.checkpoint_uri, load_ms=load_ms,
+                            file_sha256=mv.file_sha256)
         await self.producer.publish(Topic.MODELS_SERVED, mv.model_name, event)
         self.served[mv.model_name] = event
         log.info("serving %s (%s), loaded in %.0f ms", name, mv.checkpoint_uri, load_ms)
@@ -290,7 +322,7 @@ class Serving:
 
 async def serve_models(settings: Settings) -> None:
     server = ModelServer(settings.policy.base_url, settings.policy.api_key,
-                         settings.model_loader.load_timeout_s)
+                         settings.model_loader.load_timeout_s, settings.policy.tls_verify)
     loader = Loader(settings, ObjectStore(settings.s3), server)
     async with EventProducer(settings, client_id="model-loader") as producer, server.http:
         table = await read_compacted(settings, Topic.MODELS_SERVED, producer)

@@ -125,7 +125,8 @@ async def _check_listed(settings: Settings, version: int) -> None:
     from webgym_common.versions import served_name
 
     name = served_name(settings.trainer.model_name, version)
-    server = ModelServer(settings.policy.base_url, settings.policy.api_key, 10.0)
+    server = ModelServer(settings.policy.base_url, settings.policy.api_key, 10.0,
+                         settings.policy.tls_verify)
     try:
         listed = await server.listed()
     finally:

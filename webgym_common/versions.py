@@ -10,6 +10,11 @@ The bank-only control (`webgym curve`'s matched control) is a model line of its 
 `<model>-control`: its version N is served as `<model>-control-vN` and requested on the tag
 "control-vN"; evaluations number it CONTROL_EVAL_OFFSET + N, above every version of the
 policy's own line (as the scripted baseline is -1, below them).
+
+A model name becomes object-store keys and, on the model loader's machine, a directory it
+creates and removes: every name matches MODEL_NAME (letters, digits, `.`, `_`, `-`, not
+starting with a dot or dash, at most 100 characters: one path component, never `..`), checked
+here before any path is built from it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,20 @@ _TAG = re.compile(r"v(\d+)")
 CONTROL_LINE = "control"
 CONTROL_EVAL_OFFSET = 1000
 _CONTROL_TAG = re.compile(CONTROL_LINE + r"-v(\d+)")
+MODEL_NAME = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$"
+_MODEL_NAME = re.compile(MODEL_NAME)
+
+
+class BadModelName(ValueError):
+    """A model name that could leave its directory or key prefix."""
+
+
+def checked_model_name(name: str) -> str:
+    """`name`, if it is a model name (MODEL_NAME); BadModelName otherwise."""
+    if not _MODEL_NAME.fullmatch(name):
+        raise BadModelName(f"not a model name (letters, digits, '.', '_', '-', at most 100, "
+                           f"not starting with '.' or '-'): {name[:120]!r}")
+    return name
 
 
 def version_tag(version: int) -> str:
@@ -38,8 +57,9 @@ def version_number(tag: str) -> int | None:
 
 
 def served_name(model_name: str, version: int) -> str:
-    """The immutable name version `version` of `model_name` is served under."""
-    return f"{model_name}-v{version}"
+    """The immutable name version `version` of `model_name` is served under (BadModelName
+    for a name that is none)."""
+    return f"{checked_model_name(model_name)}-v{version}"
 
 
 def is_demonstration_version(tag: str) -> bool:

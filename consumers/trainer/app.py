@@ -8,7 +8,9 @@ says so (sync: an iteration closed; async: enough new samples) it writes the run
 <data_dir>/training/<run id>, trains in LLaMA-Factory's venv (consumers.trainer.run),
 uploads the output's files under s3://<bucket>/models/<model>/v<N>/, reads webgym.models to
 its end once more and, unless a ModelVersion of this run (or this number) is there already,
-publishes it (key model name). TrainingProgress started / running (at most every
+publishes it (key model name) with the sha256 of every file it uploaded (the model loader
+loads nothing else; a run from a parent checks the parent's files the same way; a mismatch
+ends the process, loudly). TrainingProgress started / running (at most every
 PROGRESS_EVERY_S) / finished | failed goes to webgym.training (key run id) on the way.
 
 A trainer killed after the ModelVersion was published finds it at restart and moves on to
@@ -35,13 +37,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
+from consumers.checkpoints import check, file_digests
 from consumers.trainer.decisions import (
     PlannedRun,
     TrainerState,
@@ -154,7 +157,7 @@ class Trainer:
         adapter = None
         if parent is not None and parent.checkpoint_uri:
             adapter = await blocking(self.store, download, self.store, parent.checkpoint_uri,
-                                     run_dir / "parent")
+                                     run_dir / "parent", parent.file_sha256)
         images = await blocking(self.store, fetch_images, self.store, samples, run_dir / "images")
         files = write_run(run_dir, samples, t, self.base_model, adapter,
                           resolve_image=lambda ref: images.get(ref, ref))
@@ -165,12 +168,12 @@ class Trainer:
         except (TrainError, OSError) as err:
             await progress.send("failed", message=str(err)[-2000:])
             raise
-        uri = await blocking(self.store, upload, self.store, result,
-                             checkpoint_prefix(t.model_name, run.version))
+        uri, digests = await blocking(self.store, upload, self.store, result,
+                                      checkpoint_prefix(t.model_name, run.version))
         await progress.send("finished", message=f"{len(result.adapter_files)} files to {uri}",
                             step=result.steps)
         metrics = {**result.metrics, "steps": float(result.steps), "wall_s": result.wall_s}
-        return trained_version(run, t, uri, self.base_model, files.samples, metrics)
+        return trained_version(run, t, uri, self.base_model, files.samples, metrics, digests)
 
 
 class Reporter:
@@ -256,25 +259,35 @@ def checkpoint_prefix(model_name: str, version: int) -> str:
     return f"models/{model_name}/v{version}"
 
 
-def upload(store: ObjectStore, result: TrainResult, prefix: str) -> str:
-    """The run's output files under `prefix` (the same keys on a redo); their s3:// prefix."""
+def upload(store: ObjectStore, result: TrainResult, prefix: str) -> tuple[str, dict[str, str]]:
+    """The run's output files under `prefix` (the same keys on a redo); their s3:// prefix
+    and the sha256 of each file, taken from the bytes uploaded."""
     if not result.adapter_files:
         raise TrainError(f"no model files in {result.output_dir}")
+    digests = file_digests(result.adapter_files)
     for path in result.adapter_files:
         store.client.fput_object(store.bucket, f"{prefix}/{path.name}", str(path))
-    return f"s3://{store.bucket}/{prefix}"
+    return f"s3://{store.bucket}/{prefix}", digests
 
 
-def download(store: ObjectStore, uri: str, into: Path) -> Path:
-    """Every object under a checkpoint prefix into a folder (the parent's adapter)."""
+def download(store: ObjectStore, uri: str, into: Path, digests: Mapping[str, str]) -> Path:
+    """A checkpoint's files into a folder (the parent's adapter): the files its ModelVersion
+    has digests of, each checked (DigestMismatch), or, for a version published without
+    digests (before they were), every object under the prefix, unchecked."""
     bucket, key = parse_uri(uri)
     into.mkdir(parents=True, exist_ok=True)
     names = [str(o.object_name) for o in store.client.list_objects(
         bucket, prefix=key.rstrip("/") + "/", recursive=True)]
     if not names:
         raise ObjectStoreError(f"no files under {uri}")
+    if digests:
+        names = [n for n in names if n.rsplit("/", 1)[-1] in digests]
     for name in names:
         store.client.fget_object(bucket, name, str(into / name.rsplit("/")[-1]))
+    if digests:
+        check(file_digests(into / n for n in digests), digests, uri)
+    else:
+        log.warning("trainer: the parent %s has no file digests: its files are unchecked", uri)
     return into
 
 

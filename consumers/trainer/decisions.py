@@ -243,6 +243,7 @@ def passthrough(parent: ModelVersion | None, run: PlannedRun, model_name: str, b
     return ModelVersion(
         model_name=model_name, version=run.version,
         checkpoint_uri=parent.checkpoint_uri if parent is not None else "",
+        file_sha256=dict(parent.file_sha256) if parent is not None else {},
         base_model=parent.base_model if parent is not None else base_model,
         finetuning_type=parent.finetuning_type if parent is not None else finetuning_type,
         trained_on_iterations=list(run.trained_on_iterations),
@@ -251,10 +252,13 @@ def passthrough(parent: ModelVersion | None, run: PlannedRun, model_name: str, b
 
 
 def trained_version(run: PlannedRun, cfg: TrainerSettings, checkpoint_uri: str, base_model: str,
-                    rows: int, metrics: Mapping[str, float]) -> ModelVersion:
-    """The ModelVersion of a finished run whose files are under `checkpoint_uri`."""
+                    rows: int, metrics: Mapping[str, float],
+                    file_sha256: Mapping[str, str]) -> ModelVersion:
+    """The ModelVersion of a finished run whose files, with these digests, are under
+    `checkpoint_uri`."""
     return ModelVersion(
         model_name=cfg.model_name, version=run.version, checkpoint_uri=checkpoint_uri,
+        file_sha256=dict(file_sha256),
         base_model=base_model, finetuning_type=cfg.mode.finetuning_type,
         trained_on_iterations=list(run.trained_on_iterations),
         metrics={**metrics, "samples": float(rows), POOL_END: float(run.pool_end_ms)},

@@ -23,6 +23,7 @@ from openai import (
     APIConnectionError,
     APITimeoutError,
     AsyncOpenAI,
+    DefaultAsyncHttpxClient,
     InternalServerError,
     OpenAIError,
     RateLimitError,
@@ -141,7 +142,8 @@ class LlmJudge:
         self.version = f"{JUDGE_VERSION}:{self.model}"
         self.store = store
         self.client = AsyncOpenAI(base_url=cfg.base_url or settings.policy.base_url,
-                                  api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=0)
+                                  api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=0,
+                                  http_client=DefaultAsyncHttpxClient(verify=cfg.tls_verify))
         self.slots = asyncio.Semaphore(cfg.max_concurrency)
 
     async def ask(self, question: Question) -> Verdict:

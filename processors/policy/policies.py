@@ -32,6 +32,7 @@ from openai import (
     APIStatusError,
     APITimeoutError,
     AsyncOpenAI,
+    DefaultAsyncHttpxClient,
     InternalServerError,
 )
 from openai.types.chat import ChatCompletionMessageParam
@@ -114,7 +115,8 @@ class VllmPolicy:
         self.model = cfg.model
         self.version = cfg.version
         self.client = AsyncOpenAI(
-            base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=0
+            base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=0,
+            http_client=DefaultAsyncHttpxClient(verify=cfg.tls_verify),
         )
 
     def use_model(self, model: str, version: str) -> None:

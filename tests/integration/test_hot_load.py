@@ -23,7 +23,7 @@ import pytest
 
 from infra.vllm_server import model_dir
 from tests.support.launch import PipelineProcess
-from tests.support.lora import adapter_files, upload
+from tests.support.lora import adapter_files, digests, upload
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,
@@ -148,7 +148,7 @@ async def test_each_version_is_served_under_its_own_name_and_the_next_actions_ca
                 await producer.publish(Topic.MODELS, model, ModelVersion(
                     model_name=model, version=n, checkpoint_uri=uris[n],
                     base_model=str(model_dir(s)), finetuning_type="lora", run_id=f"run{n}",
-                    parent_version=n - 1))
+                    parent_version=n - 1, file_sha256=digests(files)))
                 await until(lambda n=n: len(topics.served()) == n, 120, f"v{n} served", loader)
                 served = topics.served()[-1]
                 name = f"{model}-v{n}"

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from minio import Minio
 
+from consumers.checkpoints import sha256_hex
+
 RANK = 8
 
 
@@ -84,6 +86,11 @@ def adapter_files(model_dir: Path, seed: int, rank: int = RANK,
     return {"adapter_config.json": json.dumps(adapter_config, indent=2).encode(),
             "adapter_model.safetensors": safetensors_bytes(
                 adapter_tensors(config, seed, rank, modules=modules))}
+
+
+def digests(files: dict[str, bytes]) -> dict[str, str]:
+    """ModelVersion.file_sha256 of these files (the model loader loads nothing else)."""
+    return {name: sha256_hex(data) for name, data in files.items()}
 
 
 def upload(client: Minio, bucket: str, prefix: str, files: dict[str, bytes]) -> str:

@@ -24,6 +24,7 @@ from webgym_common.choices import (
     TrainPrecision,
     TrainTrigger,
 )
+from webgym_common.versions import MODEL_NAME
 
 
 class BrowserSettings(BaseModel):
@@ -86,6 +87,9 @@ class PolicySettings(BaseModel):
     # Unset: the local vLLM that `webgym infra up --with-vllm` starts.
     base_url: str = ""
     api_key: str = "EMPTY"
+    # TLS certificates of an https base_url are verified (the model loader's calls to the
+    # same server too); false only for a test server with a self-signed certificate.
+    tls_verify: bool = True
     model: str = "webgym-policy"  # served model name until a ModelVersion says otherwise
     version: str = "base"
     max_inflight: int = Field(8, ge=1, le=256, description="episodes deciding at once")
@@ -131,6 +135,7 @@ class EvaluatorSettings(BaseModel):
     # Any OpenAI-compatible endpoint. Unset: the policy's base_url and model.
     base_url: str = ""
     api_key: str = "EMPTY"
+    tls_verify: bool = True  # as policy.tls_verify, for the judge's endpoint
     model: str = ""
     timeout_s: float = Field(60.0, gt=0, description="per judge request")
     retries: int = Field(2, ge=0, le=10)
@@ -191,7 +196,9 @@ class TrainerSettings(BaseModel):
     torch_version: str = "2.13.0"  # LLaMA-Factory's venv (vLLM's has its own: vllm.torch_version)
     template: str = "smollm2"  # LLaMA-Factory's chat template for the base model
     base_model: str = ""  # a directory or hub id; unset: the local vLLM's model
-    model_name: str = "webgym-policy"  # webgym.models key; version N is served as <name>-vN
+    # webgym.models key; version N is served as <name>-vN. A name is a path component and a
+    # key prefix, so it must match webgym_common.versions.MODEL_NAME.
+    model_name: str = Field("webgym-policy", pattern=MODEL_NAME)
     # LoRA: the rate and rank of the learning curve (docs/experiments/learning-curve.md); WebGym's
     # full fine-tuning uses 1e-6.
     learning_rate: float = Field(5e-4, gt=0)
@@ -289,3 +296,6 @@ class ModelLoaderSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     load_timeout_s: float = Field(120.0, gt=0, description="loading an adapter into vLLM")
+    # A version published without file digests (ModelVersion.file_sha256, before the trainer
+    # published them) is refused; false loads such a version unchecked, with a warning.
+    require_digests: bool = True

@@ -30,6 +30,9 @@ class ModelServed(Event):
     served_name: str
     checkpoint_uri: str
     load_ms: float = 0.0
+    # The ModelVersion's file digests the served adapter was checked against (loading it again,
+    # after vLLM restarted, checks them again).
+    file_sha256: dict[str, str] = Field(default_factory=dict)
 
 
 class ModelVersion(Event):
@@ -58,6 +61,10 @@ class ModelVersion(Event):
     sample_ids: list[str] = Field(default_factory=list)
     # lora_sft, full_sft, kto or dpo.
     mode: str = "lora_sft"
+    # File name -> sha256 (hex) of each file the trainer uploaded under checkpoint_uri; the model
+    # loader refuses an adapter whose files differ. Empty: published before digests were (refused
+    # unless model_loader.require_digests is off).
+    file_sha256: dict[str, str] = Field(default_factory=dict)
 
 
 class ChatMessage(AvroRecord):

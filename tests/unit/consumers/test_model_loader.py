@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import ssl
 from pathlib import Path
 
+import fastavro
 import httpx
 import pytest
 
@@ -24,16 +28,18 @@ from consumers.model_loader import (
     plan,
     to_unload,
 )
+from webgym_common.codec import SINGLE_OBJECT_MAGIC, Codec
 from webgym_common.config import load_settings
 from webgym_common.events import Event, ModelServed, ModelVersion
 from webgym_common.objectstore import ObjectStoreError
+from webgym_common.schemas import SCHEMA_DIR, build_schema
 from webgym_common.topics import Topic
 from webgym_common.versions import served_name
 
 
 def version(n: int, model: str = "webgym-policy", kind: str = "lora") -> ModelVersion:
     return ModelVersion(model_name=model, version=n, checkpoint_uri=f"s3://ckpt/{model}/{n}/",
-                        base_model="smollm2", finetuning_type=kind)
+                        base_model="smollm2", finetuning_type=kind, file_sha256=DIGESTS)
 
 
 def test_each_version_has_a_name_of_its_own() -> None:
@@ -149,10 +155,14 @@ class FakeVllm:
 
 
 FILES = {"adapter_config.json": b'{"r": 8}', "adapter_model.safetensors": b"weights"}
+DIGESTS = {name: hashlib.sha256(data).hexdigest() for name, data in FILES.items()}
 
 
-def loader(tmp_path: Path, vllm: FakeVllm, store: FakeStore) -> Loader:
-    settings = load_settings(infra={"data_dir": str(tmp_path)}, model_loader={"load_timeout_s": 1})
+def loader(tmp_path: Path, vllm: FakeVllm, store: FakeStore,
+           require_digests: bool = True) -> Loader:
+    settings = load_settings(infra={"data_dir": str(tmp_path)},
+                             model_loader={"load_timeout_s": 1,
+                                           "require_digests": require_digests})
     server = ModelServer("http://vllm/v1", "k", 5)
     server.http = httpx.AsyncClient(base_url="http://vllm/v1/", transport=httpx.MockTransport(vllm))
     return Loader(settings, store, server)  # type: ignore[arg-type]
@@ -179,20 +189,20 @@ async def test_a_version_is_served_from_its_own_directory_once_vllm_lists_it(
         tmp_path: Path) -> None:
     vllm = FakeVllm(down=3)  # vLLM down for the first three requests: tried again
     load = loader(tmp_path, vllm, FakeStore(FILES, fail=2))  # and MinIO for two
-    assert await load.load("webgym-policy", 1, "s3://ckpt/1") is not None
+    assert await load.load("webgym-policy", 1, "s3://ckpt/1", DIGESTS) is not None
     path = Path(vllm.loaded["webgym-policy-v1"])
     assert path.parent == tmp_path / "adapters" / "webgym-policy-v1"
     assert path.name == content_digest(FILES)
     assert files_in(path) == FILES
     assert list(files_in(path.parent)) == [path.name]  # nothing half-written left
     # Loaded again (a loader restarted before announcing it): vLLM's "already loaded" is fine.
-    assert await load.load("webgym-policy", 1, "s3://ckpt/1") is not None
+    assert await load.load("webgym-policy", 1, "s3://ckpt/1", DIGESTS) is not None
 
 
 async def test_a_name_vllm_serves_from_elsewhere_is_refused_not_reused(tmp_path: Path) -> None:
     vllm = FakeVllm(taken={"webgym-policy-v1": "/old/run/adapter"})
     assert await loader(tmp_path, vllm, FakeStore(FILES)).load("webgym-policy", 1,
-                                                                "s3://c/1") is None
+                                                                "s3://c/1", DIGESTS) is None
 
 
 async def test_serving_announces_a_new_version_only_after_loading_and_unloads_old_ones(
@@ -242,9 +252,109 @@ async def test_a_served_name_vllm_lost_is_loaded_again(tmp_path: Path) -> None:
     vllm = FakeVllm()
     load = loader(tmp_path, vllm, FakeStore(FILES))
     served = ModelServed(model_name="webgym-policy", version=3, served_name="webgym-policy-v3",
-                         checkpoint_uri="s3://c/3")
+                         checkpoint_uri="s3://c/3", file_sha256=DIGESTS)
     await load.reload_lost([served])  # vLLM restarted: it knows no adapter
     assert list(vllm.loaded) == ["webgym-policy-v3"]
     calls = len(vllm.calls)
     await load.reload_lost([served])  # listed: nothing to do
     assert vllm.calls[calls:] == ["GET /v1/models"]
+
+
+# -- what is loaded at all: the trainer's files under a model name ------------------------
+
+
+async def test_a_file_that_differs_from_its_published_digest_is_never_loaded(
+        tmp_path: Path) -> None:
+    vllm = FakeVllm()
+    tampered = {**FILES, "adapter_model.safetensors": b"someone else's weights"}
+    load = loader(tmp_path, vllm, FakeStore(tampered))
+    assert await load.load("webgym-policy", 1, "s3://ckpt/1", DIGESTS) is None
+    assert vllm.calls == []  # vLLM never asked
+    assert not (tmp_path / "adapters" / "webgym-policy-v1").exists()  # nothing written
+    # a digest missing for a file it loads is refused the same way
+    partial = {"adapter_config.json": DIGESTS["adapter_config.json"]}
+    assert await load.load("webgym-policy", 1, "s3://ckpt/1", partial) is None
+    assert vllm.calls == []
+
+
+async def test_serving_refuses_a_tampered_version_and_announces_nothing(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    vllm = FakeVllm()
+    producer = FakeProducer()
+    tampered = {**FILES, "adapter_config.json": b'{"r": 8, "target_modules": "all"}'}
+    serving = Serving(loader(tmp_path, vllm, FakeStore(tampered)), producer, {},  # type: ignore[arg-type]
+                      "base-model")
+    await serving.handle(version(1))
+    assert producer.published == [] and vllm.loaded == {}
+    assert "webgym-policy-v1 NOT served" in caplog.text
+    assert "adapter_config.json has sha256" in caplog.text  # says which file differs
+
+
+async def test_a_version_published_without_digests_is_refused_unless_allowed(
+        tmp_path: Path) -> None:
+    vllm = FakeVllm()
+    assert await loader(tmp_path, vllm, FakeStore(FILES)).load(
+        "webgym-policy", 1, "s3://ckpt/1", {}) is None
+    assert vllm.calls == []
+    allowing = loader(tmp_path, vllm, FakeStore(FILES), require_digests=False)
+    assert await allowing.load("webgym-policy", 1, "s3://ckpt/1", {}) is not None
+    assert list(vllm.loaded) == ["webgym-policy-v1"]
+
+
+async def test_the_served_event_carries_the_digests_a_reload_checks_again(
+        tmp_path: Path) -> None:
+    vllm, producer = FakeVllm(), FakeProducer()
+    store = FakeStore(FILES)
+    serving = Serving(loader(tmp_path, vllm, store), producer, {}, "b")  # type: ignore[arg-type]
+    await serving.handle(version(1))
+    served = [e for _, _, e in producer.published if isinstance(e, ModelServed)]
+    assert [e.file_sha256 for e in served] == [DIGESTS]
+    vllm.loaded.clear()  # vLLM restarted ...
+    store.files = {**FILES, "adapter_model.safetensors": b"swapped meanwhile"}  # ... and then
+    await serving.loader.reload_lost(served)
+    assert vllm.loaded == {}
+
+
+@pytest.mark.parametrize("name", ["../../etc", "a/b", "..", ".hidden", "-x", "", "x" * 101,
+                                  "m\nx", "m v"])
+async def test_a_model_name_that_is_no_name_is_refused_before_any_path_is_built(
+        tmp_path: Path, name: str) -> None:
+    vllm, producer = FakeVllm(), FakeProducer()
+    load = loader(tmp_path, vllm, FakeStore(FILES))
+    serving = Serving(load, producer, {}, "b")  # type: ignore[arg-type]
+    await serving.handle(version(1, model=name))
+    assert await load.load(name, 1, "s3://ckpt/1", DIGESTS) is None
+    await load.reload_lost([ModelServed(model_name=name, version=1, served_name=f"{name}-v1",
+                                        checkpoint_uri="s3://c/1", file_sha256=DIGESTS)])
+    assert producer.published == [] and vllm.loaded == {}
+    assert "load_lora_adapter" not in " ".join(vllm.calls)
+    assert not (tmp_path / "adapters").exists()
+
+
+def test_a_model_version_written_before_digests_decodes_with_none() -> None:
+    archived = next((SCHEMA_DIR / "archive").glob("ModelVersion.v1.*.avsc"))
+    writer = build_schema(json.loads(archived.read_text()), {})
+    assert "file_sha256" not in [f["name"] for f in writer.raw["fields"]]
+    body = io.BytesIO()
+    old = version(4).model_dump(exclude={"file_sha256"})
+    old["produced_at"] = int(old["produced_at"].timestamp() * 1000)
+    fastavro.schemaless_writer(body, writer.parsed, old)
+    decoded = Codec().decode(SINGLE_OBJECT_MAGIC + writer.fingerprint + body.getvalue())
+    assert isinstance(decoded, ModelVersion)
+    assert (decoded.version, decoded.file_sha256) == (4, {})
+
+
+async def test_the_model_server_verifies_tls_unless_told_not_to() -> None:
+    verifying = ModelServer("https://vllm.example/v1", "k", 5)
+    trusting = ModelServer("https://vllm.example/v1", "k", 5, tls_verify=False)
+    try:
+        assert ssl_context(verifying).verify_mode is ssl.CERT_REQUIRED
+        assert ssl_context(verifying).check_hostname
+        assert ssl_context(trusting).verify_mode is ssl.CERT_NONE
+    finally:
+        await verifying.http.aclose()
+        await trusting.http.aclose()
+
+
+def ssl_context(server: ModelServer) -> ssl.SSLContext:
+    return server.http._transport._pool._ssl_context  # type: ignore[attr-defined]

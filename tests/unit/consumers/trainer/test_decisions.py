@@ -75,7 +75,8 @@ def version(n: int, iterations: list[int], run: str = "", model: str = MODEL,
             metrics: dict[str, float] | None = None, uri: str = "") -> ModelVersion:
     return ModelVersion(model_name=model, version=n, checkpoint_uri=uri or f"s3://b/v{n}",
                         base_model="/m", trained_on_iterations=iterations, run_id=run or f"r{n}",
-                        parent_version=n - 1, metrics=metrics or {}, produced_at=at(10_000 * n))
+                        parent_version=n - 1, metrics=metrics or {}, produced_at=at(10_000 * n),
+                        file_sha256={"a.json": "cd" * 32})
 
 
 def received(event: Event, partition: int = 0) -> Received:
@@ -190,6 +191,8 @@ def test_an_empty_close_still_gets_a_version_with_the_parents_weights() -> None:
     v2 = passthrough(state.versions[1], run, MODEL, "/m", "lora_sft", "lora")
     assert (v2.checkpoint_uri, v2.parent_version, v2.trained_on_iterations) == (
         "s3://b/m/v1", 1, [1])
+    assert v2.file_sha256 == state.versions[1].file_sha256 == {"a.json": "cd" * 32}
+    assert base.file_sha256 == {}
 
 
 def test_a_test_iteration_gets_its_parents_weights() -> None:
@@ -251,7 +254,8 @@ def test_trained_version_carries_the_run() -> None:
     run = next_run(state, settings())
     assert run is not None
     mv = trained_version(run, settings().trainer, "s3://webgym/models/m/v1", "/m", 2,
-                         {"train_loss": 1.5})
+                         {"train_loss": 1.5}, {"adapter_model.safetensors": "ab" * 32})
+    assert mv.file_sha256 == {"adapter_model.safetensors": "ab" * 32}
     assert (mv.model_name, mv.version, mv.parent_version, mv.run_id, mv.mode,
             mv.finetuning_type) == (MODEL, 1, 0, run.run_id, "lora_sft", "lora")
     assert mv.sample_ids == ["a:0", "b:0"] and mv.trained_on_iterations == [0]
