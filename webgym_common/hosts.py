@@ -8,10 +8,10 @@ loopback by pointing a DNS name of its own at 127.0.0.1 (DNS rebinding); the bro
 treats the answers as that site's, so the page reads the monitor's screenshots and model
 output, or drives browsers through the env server. Those requests carry the attacker's
 name in their Host header. So a server answers only the names it is known by: the host it
-binds (unless a wildcard such as 0.0.0.0), localhost, 127.0.0.1 and ::1, and the names its
-settings allow (monitor.allowed_hosts, envserver.allowed_hosts: e.g. the compose service
-name, or the name of the machine when it is published beyond loopback). The port is not
-checked: rebinding keeps the port and changes the name.
+binds, localhost, 127.0.0.1 and ::1, and the names its settings allow (monitor.allowed_hosts,
+envserver.allowed_hosts: e.g. the compose service name, or the machine's name or address
+when it is published beyond loopback). The port is not checked: rebinding keeps the port
+and changes the name.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler, Middleware
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
 
 def host_name(header: str) -> str | None:
@@ -42,10 +41,8 @@ def host_name(header: str) -> str | None:
 
 def allowed_names(bound: str, extra: Iterable[str] = ()) -> frozenset[str]:
     """The names a server bound to `bound` answers to."""
-    names = set(LOCAL_NAMES) | {n.strip().lower().rstrip(".") for n in extra if n.strip()}
-    if bound.strip("[]") not in WILDCARDS:
-        names.add(bound.strip("[]").lower())
-    return frozenset(names)
+    names = {bound, *extra} - {""}
+    return LOCAL_NAMES | {n.strip().strip("[]").lower().rstrip(".") for n in names}
 
 
 def host_allowed(header: str | None, allowed: frozenset[str]) -> bool:
@@ -56,14 +53,17 @@ def host_allowed(header: str | None, allowed: frozenset[str]) -> bool:
     return name is not None and name in allowed
 
 
-def host_check(bound: str, extra: Iterable[str] = ()) -> Middleware:
-    """aiohttp middleware answering 421 to a request for any name but `allowed_names`."""
+def host_check(bound: str, extra: Iterable[str] = (), setting: str = "") -> Middleware:
+    """aiohttp middleware answering 421 to a request for any name but `allowed_names`;
+    the answer names `setting`, where a legitimate name is added."""
     allowed = allowed_names(bound, extra)
+    refused = "misdirected request: this server does not answer to that Host name" + (
+        f" (a name of this server? add it to {setting})" if setting else "") + "\n"
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if not host_allowed(request.headers.get(hdrs.HOST), allowed):
-            return web.Response(status=421, text="misdirected request: unknown Host\n")
+            return web.Response(status=421, text=refused)
         return await handler(request)
 
     return check

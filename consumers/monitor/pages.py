@@ -197,7 +197,8 @@ async def stats(request: web.Request) -> web.Response:
 def make_app(monitor: Monitor) -> web.Application:
     cfg = monitor.settings.monitor
     # The Host check first: a rebound name gets nothing, not even a header.
-    app = web.Application(middlewares=[host_check(cfg.host, cfg.allowed_hosts), headers])
+    app = web.Application(middlewares=[host_check(
+        cfg.host, cfg.allowed_hosts, "WEBGYM_MONITOR__ALLOWED_HOSTS"), headers])
     app[MONITOR] = monitor
     app[STORE] = ObjectStore(monitor.settings.s3)
     app[SCREENSHOTS] = OrderedDict()

@@ -363,8 +363,8 @@ def make_app(server: EnvServer) -> web.Application:
     cfg = server.settings.envserver
     # Whoever reaches it drives browsers: a request for a name it is not known by (a page's
     # DNS name rebound to loopback) is refused before any route (webgym_common.hosts).
-    app = web.Application(middlewares=[host_check(cfg.host, cfg.allowed_hosts), errors],
-                          client_max_size=1024 * 1024)
+    checked = host_check(cfg.host, cfg.allowed_hosts, "WEBGYM_ENVSERVER__ALLOWED_HOSTS")
+    app = web.Application(middlewares=[checked, errors], client_max_size=1024 * 1024)
     app.add_routes(routes)
     return app
 

@@ -29,10 +29,12 @@ def test_a_loopback_server_answers_its_local_names_only() -> None:
         assert not host_allowed(header, allowed), header
 
 
-def test_a_wildcard_bind_is_no_name_and_configured_names_are_answered() -> None:
+def test_configured_names_and_the_bound_address_are_answered() -> None:
     allowed = allowed_names("0.0.0.0", ["envserver", " Stack-Host. "])
-    assert not host_allowed("0.0.0.0:18790", allowed)
     assert host_allowed("envserver:18790", allowed) and host_allowed("stack-host", allowed)
+    # An address is no name a rebinding page can own (it would be another origin).
+    assert host_allowed("0.0.0.0:18790", allowed)
+    assert not host_allowed("evil.example:18790", allowed)
     assert host_allowed("10.0.0.5:18790", allowed_names("10.0.0.5"))
     assert not host_allowed("10.0.0.6:18790", allowed_names("10.0.0.5"))
 
@@ -44,11 +46,12 @@ async def test_the_middleware_refuses_an_unknown_host_before_any_handler() -> No
         reached.append(request.host)
         return web.Response(text="ok")
 
-    app = web.Application(middlewares=[host_check("127.0.0.1", ["monitor"])])
+    app = web.Application(middlewares=[host_check("127.0.0.1", ["monitor"], "SETTING")])
     app.router.add_get("/", handler)
     async with TestClient(TestServer(app, host="127.0.0.1")) as client:
         forged = await client.get("/", headers={"Host": "rebound.example:18780"})
         assert forged.status == 421 and reached == []
+        assert "add it to SETTING" in await forged.text()
         for host in ("localhost:18780", "monitor"):
             ok = await client.get("/", headers={"Host": host})
             assert ok.status == 200 and await ok.text() == "ok"
