@@ -17,6 +17,17 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/webgym/bin:$PATH
+# No phoning home: webgym_common.telemetry.NO_TELEMETRY (a unit test compares them).
+ENV DO_NOT_TRACK=1 \
+    VLLM_NO_USAGE_STATS=1 \
+    VLLM_DO_NOT_TRACK=1 \
+    RAY_USAGE_STATS_ENABLED=0 \
+    HF_HUB_DISABLE_TELEMETRY=1 \
+    DISABLE_TELEMETRY=1 \
+    GRADIO_ANALYTICS_ENABLED=False \
+    WANDB_MODE=offline \
+    MINIO_UPDATE=off \
+    MINIO_CALLHOME_ENABLE=off
 RUN python3 -m venv /opt/webgym
 
 # The browser comes from Debian, never from Playwright's own downloader, which
@@ -89,6 +100,17 @@ ARG VLLM_VERSION
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/vllm/bin:$PATH
+# No phoning home: webgym_common.telemetry.NO_TELEMETRY (a unit test compares them).
+ENV DO_NOT_TRACK=1 \
+    VLLM_NO_USAGE_STATS=1 \
+    VLLM_DO_NOT_TRACK=1 \
+    RAY_USAGE_STATS_ENABLED=0 \
+    HF_HUB_DISABLE_TELEMETRY=1 \
+    DISABLE_TELEMETRY=1 \
+    GRADIO_ANALYTICS_ENABLED=False \
+    WANDB_MODE=offline \
+    MINIO_UPDATE=off \
+    MINIO_CALLHOME_ENABLE=off
 # vLLM's CPU kernels link libnuma (its NUMA-aware thread binding).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libnuma1 \

@@ -58,8 +58,8 @@ def start(infra: InfraSettings, s3: S3Settings, proc: ManagedProcess) -> None:
         "MINIO_ROOT_USER": s3.access_key,
         "MINIO_ROOT_PASSWORD": s3.secret_key,
         "MINIO_BROWSER": "on",
-        # No phoning home from a closed network.
-        "MINIO_UPDATE": "off",
+        # No phoning home (update check, call-home): ManagedProcess.start adds
+        # webgym_common.telemetry.NO_TELEMETRY to every process the stack starts.
         "MINIO_CI_CD": "1",
     }
     proc.start(

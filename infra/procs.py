@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from webgym_common.telemetry import without_telemetry
+
 
 class InfraError(RuntimeError):
     """A problem the user can fix; the CLI prints its message as one line."""
@@ -83,7 +85,8 @@ def run_step(cmd: list[str], what: str, timeout_s: float = 3600) -> str:
     """Run one set-up step (a pip install, a build); its stdout, or an InfraError that names
     the step and the last lines it printed."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              env=without_telemetry(os.environ))
     except subprocess.TimeoutExpired as e:
         raise InfraError(f"{what} timed out after {timeout_s:.0f} s") from e
     if proc.returncode != 0:
@@ -140,7 +143,8 @@ class ManagedProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, **(env or {})},
+                # No process the stack starts reports usage (webgym_common.telemetry).
+                env=without_telemetry({**os.environ, **(env or {})}),
                 cwd=cwd,
                 start_new_session=True,
             )

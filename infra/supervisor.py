@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Any
 
 from webgym_common.lifecycle import READY_FILE_ENV
+from webgym_common.telemetry import without_telemetry
 
 log = logging.getLogger("webgym.supervisor")
 POLL_S = 0.2
@@ -137,7 +138,8 @@ def _spawn(c: Child) -> int:
     with c.log_file.open("ab") as out:
         c.popen = subprocess.Popen(
             c.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**os.environ, READY_FILE_ENV: str(c.ready_file)}, start_new_session=True,
+            env=without_telemetry({**os.environ, READY_FILE_ENV: str(c.ready_file)}),
+            start_new_session=True,
         )
     c.pid_file.write_text(str(c.popen.pid))
     return c.popen.pid

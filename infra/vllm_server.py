@@ -23,6 +23,7 @@ import httpx
 from infra.procs import InfraError, ManagedProcess, run_step
 from webgym_common.config import Settings
 from webgym_common.machine import cpu_flags, native_bf16
+from webgym_common.telemetry import without_telemetry
 
 HERE = Path(__file__).resolve().parent / "vllm"
 CPU_LORA = HERE / "cpu_lora"
@@ -146,7 +147,8 @@ def max_lora_rank(rank: int) -> int:
 
 
 def server_env(settings: Settings) -> dict[str, str]:
-    return {
+    """vLLM's environment: offline, on the CPU, runtime LoRA, its key; no usage report."""
+    return without_telemetry({
         "CUDA_VISIBLE_DEVICES": "",
         "HF_HUB_OFFLINE": "1",
         "VLLM_CPU_KVCACHE_SPACE": str(settings.vllm.kv_cache_gib),
@@ -157,7 +159,7 @@ def server_env(settings: Settings) -> dict[str, str]:
         # has one: the settings decide.
         "VLLM_API_KEY": settings.vllm.api_key or "",
         **cpu_env(settings.vllm.cpu_threads_bind),
-    }
+    })
 
 
 def start(settings: Settings, proc: ManagedProcess) -> None:

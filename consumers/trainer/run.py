@@ -31,6 +31,7 @@ from rich.progress import Progress as Bar
 
 from consumers.trainer.llamafactory import RunFiles
 from webgym_common.config import TrainerSettings
+from webgym_common.telemetry import without_telemetry
 
 LOG = "train.log"
 PID = "train.pid"
@@ -94,9 +95,10 @@ def parse_log_line(line: str) -> Progress | None:
 
 
 def train_env(cfg: TrainerSettings, run_dir: Path | None = None) -> dict[str, str]:
-    """The run's environment: offline (the base model is a local directory), CPU threads."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONUNBUFFERED": "1"}
+    """The run's environment: offline (the base model is a local directory), CPU threads,
+    no usage reports (webgym_common.telemetry: LLaMA-Factory's hub, Gradio and W&B)."""
+    env = without_telemetry({**os.environ, "HF_HUB_OFFLINE": "1",
+                             "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"})
     if run_dir is not None:
         # The tokenized dataset cache lives and dies with its run (a rerun reuses it).
         env["HF_DATASETS_CACHE"] = str(run_dir / "datasets-cache")
