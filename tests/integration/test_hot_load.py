@@ -101,7 +101,8 @@ async def greedy_reply(settings: Settings, model: str) -> str:
     async with httpx.AsyncClient(timeout=180) as http:
         resp = await http.post(f"{settings.policy.base_url}/chat/completions", json={
             "model": model, "max_tokens": 16, "temperature": 0,
-            "messages": [{"role": "user", "content": "Name three colours of the sky."}]})
+            "messages": [{"role": "user", "content": "Name three colours of the sky."}]},
+            headers={"Authorization": f"Bearer {settings.policy.api_key}"})
     resp.raise_for_status()
     assert resp.json()["model"] == model
     return str(resp.json()["choices"][0]["message"]["content"])

@@ -1,18 +1,23 @@
-"""`webgym infra up | status | down` as a user runs it: real processes, real ports."""
+"""`webgym infra up | status | down` as a user runs it: real processes, real ports; the
+credentials a fresh data dir gets, and what `up` refuses."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from minio import Minio
+from minio.error import S3Error
 
 from infra.procs import free_port, free_port_block, pid_alive, port_is_listening
 from webgym_common.config import InfraSettings
+from webgym_common.config.stack_secrets import read, secrets_file
 
 pytestmark = pytest.mark.integration
 
@@ -125,3 +130,50 @@ def test_three_brokers_up_status_down(tmp_path: Path) -> None:
     assert all(f"kafka-{k}" in down.stdout for k in (1, 2, 3))
     assert not any(pid_alive(p) for p in pids)
     assert not [p for p in range(base, base + 6) if port_is_listening("127.0.0.1", p)]
+
+
+def test_a_fresh_data_dir_gets_its_own_credentials_and_minio_takes_only_those(
+    tmp_path: Path,
+) -> None:
+    env = cli_env(tmp_path)
+    endpoint = f"127.0.0.1:{env['WEBGYM_INFRA__MINIO_PORT']}"
+    try:
+        up = webgym(env, "infra", "up")
+        assert up.returncode == 0, up.stdout + up.stderr
+        made = read(tmp_path)
+        assert made is not None and "secrets.json" in up.stdout
+        assert stat.S_IMODE(secrets_file(tmp_path).stat().st_mode) == 0o600
+        ours = Minio(endpoint, made.minio_access_key, made.minio_secret_key, secure=False)
+        assert ours.bucket_exists("webgym")  # made by `up` with the generated ones
+        # The fixed defaults of earlier versions open nothing any more.
+        with pytest.raises(S3Error) as refused:
+            Minio(endpoint, "webgym", "webgym-secret", secure=False).bucket_exists("webgym")
+        assert refused.value.code in ("InvalidAccessKeyId", "AccessDenied")
+        # Every other process of the stack reads the same ones from the data dir.
+        child = subprocess.run(
+            [sys.executable, "-c", "from webgym_common.config import get_settings as g; "
+             "s = g(); print(s.s3.access_key, s.s3.secret_key, s.policy.api_key)"],
+            env=env, capture_output=True, text=True, timeout=60, check=True)
+        assert child.stdout.split() == [made.minio_access_key, made.minio_secret_key,
+                                        made.vllm_api_key]
+        # Credentials other than those MinIO runs with: one clear line, not a traceback.
+        other = webgym({**env, "WEBGYM_S3__ACCESS_KEY": "someone",
+                        "WEBGYM_S3__SECRET_KEY": "s" * 24}, "infra", "up")
+        assert other.returncode == 1 and "Traceback" not in other.stdout + other.stderr
+        assert "refuses the credentials" in other.stdout
+    finally:
+        down = webgym(env, "infra", "down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert read(tmp_path) == made  # kept: the data in MinIO needs them next time
+
+
+def test_a_public_host_without_chosen_credentials_is_refused_and_nothing_starts(
+    tmp_path: Path,
+) -> None:
+    env = cli_env(tmp_path, WEBGYM_INFRA__HOST="0.0.0.0")
+    result = webgym(env, "infra", "up", timeout=60)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1 and "Traceback" not in out, out
+    assert "WEBGYM_INFRA__HOST=0.0.0.0" in out and "WEBGYM_S3__SECRET_KEY" in out
+    assert not list((tmp_path / "run").glob("*.pid"))
+    assert not [p for p in stack_ports(env) if port_is_listening("127.0.0.1", p)]
