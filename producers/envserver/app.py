@@ -31,6 +31,7 @@ from producers.envserver.envs import (
     ActionError,
     Env,
     Episode,
+    catalog_order,
     describe,
     ending,
     extract_action,
@@ -84,8 +85,10 @@ class EnvServer:
         self.last_idx = -1
         self.episodes: dict[str, Episode] = {}  # the envs' current episodes, by id
         self.signals: dict[str, asyncio.Event] = {}
-        self.tasks: list[Task] = []
+        self.tasks: list[Task] = []  # in catalog_order
         self.tasks_read_at = -1e9
+        self.catalog_reads = 0
+        self.reading = asyncio.Lock()  # one catalog read at a time, however many resets wait
 
     # -- consume: the pipeline's events of our episodes ---------------------------------
 
@@ -153,14 +156,23 @@ class EnvServer:
     # -- reset ----------------------------------------------------------------------------
 
     async def catalog(self, idx: int) -> Task:
-        stale = time.monotonic() - self.tasks_read_at >= self.cfg.catalog_refresh_s
-        if stale or not 0 <= idx < len(self.tasks):
-            self.tasks = await self.load_tasks()
-            self.tasks_read_at = time.monotonic()
+        """The idx-th task. The catalog (the whole of webgym.tasks) is read again only once
+        it is `catalog_refresh_s` old, by one reset while the others wait for it: an idx out
+        of range is answered from the catalog's size, so a client cannot make the server
+        read the topic per request (a task published since is seen at the next refresh)."""
+        if self._stale():
+            async with self.reading:
+                if self._stale():  # not read meanwhile by the reset this one waited for
+                    self.tasks = catalog_order(await self.load_tasks())
+                    self.tasks_read_at = time.monotonic()
+                    self.catalog_reads += 1
         try:
             return task_for_idx(self.tasks, idx)
         except IndexError as err:
             raise BadRequest(400, str(err)) from None
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self.tasks_read_at >= self.cfg.catalog_refresh_s
 
     async def _read_catalog(self) -> list[Task]:
         tasks = await read_compacted(self.settings, Topic.TASKS, self.producer)

@@ -92,10 +92,15 @@ def running(episode: Episode | None) -> bool:
 # -- idx -> task ----------------------------------------------------------------------
 
 
-def task_for_idx(tasks: Sequence[Task], idx: int) -> Task:
+def catalog_order(tasks: Iterable[Task]) -> list[Task]:
+    """The catalog as `idx` numbers it: sorted by task_id (done once per read)."""
+    return sorted(tasks, key=lambda t: t.task_id)
+
+
+def task_for_idx(ordered: Sequence[Task], idx: int) -> Task:
     """AgentGym's `idx` picks `config_files/{idx}.json`; here it picks the catalog's tasks
-    (webgym.tasks) sorted by task_id, so idx 0 is the first task id in sort order."""
-    ordered = sorted(tasks, key=lambda t: t.task_id)
+    (webgym.tasks) in catalog_order, so idx 0 is the first task id in sort order. O(1): an
+    idx out of range is refused by the catalog's size alone."""
     if not 0 <= idx < len(ordered):
         raise IndexError(f"idx {idx} is out of range: the catalog has {len(ordered)} tasks "
                          f"(idx 0..{len(ordered) - 1}, tasks sorted by task_id)")

@@ -13,6 +13,7 @@ from producers.envserver.envs import (
     Env,
     Episode,
     WebArenaVerb,
+    catalog_order,
     describe,
     ending,
     extract_action,
@@ -100,7 +101,7 @@ def test_episode_keeps_the_first_of_a_replayed_step() -> None:
 
 
 def test_idx_picks_the_catalog_sorted_by_task_id() -> None:
-    tasks = [task("wiki-001"), task("shop-002"), task("shop-001")]
+    tasks = catalog_order([task("wiki-001"), task("shop-002"), task("shop-001")])
     assert [task_for_idx(tasks, i).task_id for i in range(3)] == [
         "shop-001", "shop-002", "wiki-001"]
     with pytest.raises(IndexError, match="idx 0..2"):
