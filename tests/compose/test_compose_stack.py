@@ -1,11 +1,15 @@
 """docker compose for real: the images built here, the stack up, an iteration through the
-containers, a browser scale-up and two container kills, outcomes counted from the topics.
+containers, a browser scale-up and two container kills, outcomes counted from the topics;
+and an iteration whose broker container is SIGKILLed mid-way.
 
 Runs with `make compose-test` (WEBGYM_COMPOSE_TEST=1; needs a Docker engine with compose v2:
 infra/docker/engine.sh installs one on Debian). docker-compose.yml plus
 docker-compose.local.yml (Kafka, MinIO and vLLM built here) plus a test file that moves
 every published port to a free one, publishes the sandbox (to count its form posts) and
-runs the policy teacher-forced. The verdict uses the chaos suite's rules
+runs the policy teacher-forced. With WEBGYM_COMPOSE_REGISTRY=1 (a registry reachable;
+with WEBGYM_COMPOSE_VLLM=0 unless the host has a GPU) docker-compose.local.yml is left
+out: the broker is the main file's Redpanda and MinIO its registry image, so the broker
+kill checks Redpanda's own durability settings. The verdict uses the chaos suite's rules
 (tests/chaos/outcomes.py): per requested episode, one completion and one score, side
 effects once, history and replay samples exact, no dead letters.
 """
@@ -42,6 +46,8 @@ pytestmark = [pytest.mark.compose, pytest.mark.timeout(3600)]
 # WEBGYM_COMPOSE_VLLM=0 leaves the CPU vLLM image and service out (CI's time budget): the
 # iteration is teacher-forced and needs no model.
 WITH_VLLM = os.environ.get("WEBGYM_COMPOSE_VLLM", "1") != "0"
+# WEBGYM_COMPOSE_REGISTRY=1: Redpanda's and MinIO's registry images (no local file).
+REGISTRY = os.environ.get("WEBGYM_COMPOSE_REGISTRY") == "1"
 EPISODES = 48
 CONTEXTS = 4  # per browser container: 3 containers after the scale-up hold 12 in flight
 STACK = ["broker", "minio", "topic-init", "sandbox", "browser", "policy", "evaluator",
@@ -83,8 +89,9 @@ def images() -> None:
         pytest.fail(f"no usable Docker engine ({problem}): bash infra/docker/engine.sh")
     base = os.environ.get("WEBGYM_COMPOSE_BASE", "debootstrap")
     started = time.monotonic()
-    only = [] if WITH_VLLM else ["--only", "webgym-stream:latest", "webgym-kafka:local",
-                                 "webgym-minio:local"]
+    only = (["--only", "webgym-stream:latest"] if REGISTRY
+            else [] if WITH_VLLM
+            else ["--only", "webgym-stream:latest", "webgym-kafka:local", "webgym-minio:local"])
     subprocess.run([sys.executable, "-m", "infra.images", "--base", base, *only], cwd=ROOT,
                    check=True, timeout=3000)
     say(f"images built in {time.monotonic() - started:.0f} s")
@@ -107,8 +114,9 @@ def stack(images: None, tmp_path: Path) -> Iterator[tuple[Compose, dict[str, int
     tuned = settings_env(chaos_settings(get_settings(), Options(episodes=EPISODES)))
     override = tmp_path / "compose.test.yml"
     override.write_text(yaml.safe_dump(compose_test_file(tuned, ports)))
+    local = [] if REGISTRY else [ROOT / "docker-compose.local.yml"]
     compose = Compose(f"webgym-ct-{secrets.token_hex(3)}",
-                      [ROOT / "docker-compose.yml", ROOT / "docker-compose.local.yml", override],
+                      [ROOT / "docker-compose.yml", *local, override],
                       env_file, profiles=["gpu"] if WITH_VLLM else [])
     try:
         yield compose, ports
@@ -145,6 +153,43 @@ def ask_the_model(compose: Compose) -> str:
     return compose.run("exec", "-T", "policy", "python", "-c", script, timeout_s=180)
 
 
+def load_chaos_tasks(settings: Settings, tmp_path: Path) -> None:
+    """The chaos suite's tasks (each posts forms, so doubled side effects would show)."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(line + "\n" for line in TASKS_FILE.read_text().splitlines()
+                             if json.loads(line)["task_id"] in CHAOS_TASKS))
+    report = asyncio.run(run_tasks_load(settings, tasks, Console(stderr=True)))
+    assert len(report.loaded) == len(CHAOS_TASKS)
+
+
+def start_iteration(compose: Compose) -> str:
+    """One training iteration of EPISODES episodes; the controller container's id."""
+    return compose.run(
+        "run", "-d", "--no-deps", "controller", "webgym", "rollout", "--split", "train",
+        "--tasks-per-iteration", str(EPISODES), "--iterations", "1").strip().splitlines()[-1]
+
+
+def verdict(compose: Compose, settings: Settings, controller: str, scenario: str,
+            started: float) -> None:
+    """Wait for the controller, count the outcomes from the topics, assert them."""
+    exit_code = subprocess.run(["docker", "wait", controller], capture_output=True, text=True,
+                               timeout=1200, check=True).stdout.strip()
+    iteration_s = time.monotonic() - started
+    time.sleep(30)  # history, metrics and replay catch up
+    observed = asyncio.run(observe(settings, Options(episodes=EPISODES, replay=True), set(),
+                                   ({}, {})))
+    result = tally(scenario, observed)
+    say(markdown([result]), f"iteration done in {iteration_s:.0f} s (controller exit "
+        f"{exit_code})")
+    tail = subprocess.run(["docker", "logs", "--tail", "30", controller], capture_output=True,
+                          text=True, timeout=60, check=False)
+    subprocess.run(["docker", "rm", "-f", controller], check=False, timeout=60)
+    assert exit_code == "0", tail.stdout + tail.stderr
+    assert result.episodes == EPISODES, result.notes
+    assert (result.lost, result.duplicated, result.wrong, result.dlq) == (0, 0, 0, 0), \
+        "\n".join(result.notes)
+
+
 def test_an_iteration_through_the_containers_survives_scaling_and_kills(
         stack: tuple[Compose, dict[str, int]], tmp_path: Path) -> None:
     compose, ports = stack
@@ -154,17 +199,8 @@ def test_an_iteration_through_the_containers_survives_scaling_and_kills(
     say(f"stack healthy in {time.monotonic() - started:.0f} s")
     if WITH_VLLM:
         assert ask_the_model(compose).strip(), "vLLM on the CPU answered nothing"
-
-    # The chaos suite's tasks (each posts forms, so doubled side effects would show).
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(line + "\n" for line in TASKS_FILE.read_text().splitlines()
-                             if json.loads(line)["task_id"] in CHAOS_TASKS))
-    report = asyncio.run(run_tasks_load(settings, tasks, Console(stderr=True)))
-    assert len(report.loaded) == len(CHAOS_TASKS)
-
-    controller = compose.run(
-        "run", "-d", "--no-deps", "controller", "webgym", "rollout", "--split", "train",
-        "--tasks-per-iteration", str(EPISODES), "--iterations", "1").strip().splitlines()[-1]
+    load_chaos_tasks(settings, tmp_path)
+    controller = start_iteration(compose)
     assert wait_scored(settings, 6, 300) >= 6, compose.logs("browser")
     compose.scale("browser", 3)
     browsers = compose.containers("browser")
@@ -179,20 +215,30 @@ def test_an_iteration_through_the_containers_survives_scaling_and_kills(
     # as an operator (or an orchestrator) would.
     time.sleep(5)
     subprocess.run(["docker", "start", browsers[-1], policy], check=True, timeout=120)
+    verdict(compose, settings, controller, "compose: scale 1->3, kill browser + policy", started)
 
-    exit_code = subprocess.run(["docker", "wait", controller], capture_output=True, text=True,
-                               timeout=1200, check=True).stdout.strip()
-    iteration_s = time.monotonic() - started
-    time.sleep(30)  # history, metrics and replay catch up
-    observed = asyncio.run(observe(settings, Options(episodes=EPISODES, replay=True), set(),
-                                   ({}, {})))
-    result = tally("compose: scale 1->3, kill browser + policy", observed)
-    say(markdown([result]), f"iteration done in {iteration_s:.0f} s (controller exit "
-        f"{exit_code})")
-    tail = subprocess.run(["docker", "logs", "--tail", "30", controller], capture_output=True,
-                          text=True, timeout=60, check=False)
-    subprocess.run(["docker", "rm", "-f", controller], check=False, timeout=60)
-    assert exit_code == "0", tail.stdout + tail.stderr
-    assert result.episodes == EPISODES, result.notes
-    assert (result.lost, result.duplicated, result.wrong, result.dlq) == (0, 0, 0, 0), \
-        "\n".join(result.notes)
+
+def test_a_broker_killed_mid_iteration_loses_no_episode(
+        stack: tuple[Compose, dict[str, int]], tmp_path: Path) -> None:
+    """`docker kill` (SIGKILL) of the broker container while episodes are in flight: what it
+    acknowledged must already be on disk (no fsync bypass, no write caching), and what it
+    did not acknowledge is sent again. It is started again after 5 s (a manual stop, which
+    restart policies leave alone); every process goes on by itself, and every requested
+    episode is completed and scored exactly once, counted from the topics."""
+    compose, ports = stack
+    settings = host_settings(ports)
+    started = time.monotonic()
+    compose.up(STACK)
+    say(f"stack healthy in {time.monotonic() - started:.0f} s")
+    load_chaos_tasks(settings, tmp_path)
+    controller = start_iteration(compose)
+    at = wait_scored(settings, 6, 300)
+    assert at >= 6, compose.logs("browser")
+    (broker,) = compose.containers("broker")
+    subprocess.run(["docker", "kill", broker], check=True, timeout=60)
+    say(f"killed broker {broker[:12]} at {at} scored")
+    time.sleep(5)
+    subprocess.run(["docker", "start", broker], check=True, timeout=120)
+    compose.up(["broker"], timeout_s=300)  # the same container, until it is healthy again
+    say(f"broker back at {asyncio.run(scored(settings))} scored")
+    verdict(compose, settings, controller, "compose: broker SIGKILL + restart", started)

@@ -11,6 +11,7 @@ substitution.)
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from tests.support.compose_files import (
     MissingVariable,
     as_argv,
     depends_on,
+    environment,
     interpolate,
     port_bindings,
     published_ports,
@@ -180,11 +182,43 @@ def test_redpanda_advertises_internal_and_host_listeners(
     services: dict[str, dict[str, Any]],
 ) -> None:
     argv = " ".join(as_argv(services["broker"].get("command")))
-    assert "dev-container" in argv
     advertised = re.search(r"--advertise-kafka-addr[= ](\S+)", argv)
     assert advertised, "redpanda must advertise its Kafka listeners"
     assert "broker:9092" in advertised.group(1)
     assert "localhost:${WEBGYM_BROKER_PORT:-19092}" in advertised.group(1)
+
+
+def test_redpanda_fsyncs_every_acknowledged_write_and_creates_no_topic(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Not dev-container mode: the image's redpanda.yaml turns it on unless developer_mode is
+    set off, and it bypasses fsync, acknowledges from cache and auto-creates topics."""
+    argv = as_argv(services["broker"].get("command"))
+    assert not any("dev-container" in a or a.startswith("--mode") for a in argv), argv
+    assert "--unsafe-bypass-fsync=false" in argv  # explicit: the dev default is true
+    # rpk reads `--set key=value` only as two arguments, and applies them after the mode.
+    sets = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--set"}
+    assert {"redpanda.developer_mode=false", "redpanda.auto_create_topics_enabled=false",
+            "redpanda.write_caching_default=false"} <= sets
+    assert not any(a.startswith("--set=") for a in argv)
+    # Small machine, still above the 1 GiB per core Redpanda requires outside developer mode.
+    assert "--smp=1" in argv and "--overprovisioned" in argv
+    memory = next(a.split("=", 1)[1] for a in argv if a.startswith("--memory="))
+    assert memory.endswith("M") and int(memory[:-1]) >= 1024 + 256
+
+
+def test_the_console_runs_only_with_its_profile_and_the_schema_registry_is_not_published(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    assert services["console"].get("profiles") == ["console"]  # no login, writes topics
+    assert published_ports(services["broker"]) == {19092}
+    argv = " ".join(as_argv(services["broker"].get("command")))
+    assert "--schema-registry-addr=internal://0.0.0.0:8081" in argv and "18081" not in argv
+
+
+def test_the_env_server_answers_its_service_name(services: dict[str, dict[str, Any]]) -> None:
+    env = environment(services["envserver"])
+    assert "envserver" in json.loads(env["WEBGYM_ENVSERVER__ALLOWED_HOSTS"])
 
 
 def test_depends_on_targets_exist_with_valid_conditions(
