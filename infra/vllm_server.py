@@ -154,9 +154,9 @@ def server_env(settings: Settings) -> dict[str, str]:
         "VLLM_CPU_KVCACHE_SPACE": str(settings.vllm.kv_cache_gib),
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
         # vLLM's `--api-key`, given in the environment because a command line is readable by
-        # every local user (/proc/<pid>/cmdline). Set, it guards every /v1 route, runtime LoRA
-        # loading included; empty (the default) means no key, even if our own environment
-        # has one: the settings decide.
+        # every local user (/proc/<pid>/cmdline). It guards every /v1 route, runtime LoRA
+        # loading included. The settings decide, never our own environment: unless set
+        # explicitly, the key generated for the data dir (webgym_common.config.stack_secrets).
         "VLLM_API_KEY": settings.vllm.api_key or "",
         **cpu_env(settings.vllm.cpu_threads_bind),
     })
