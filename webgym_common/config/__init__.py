@@ -4,7 +4,9 @@ Values come from (highest first): constructor arguments, environment variables
 (`WEBGYM_<SECTION>__<FIELD>`, e.g. `WEBGYM_KAFKA__BOOTSTRAP_SERVERS`), the YAML
 file named by `WEBGYM_CONFIG` (sections as top-level keys), then the defaults here.
 Sections merge field by field: `load_settings(policy={"kind": "teacher"})` keeps
-every other WEBGYM_POLICY__* variable.
+every other WEBGYM_POLICY__* variable. Unset, the embedded stack's addresses are derived
+from `infra`, and its credentials (MinIO's user and password, the local vLLM's key) are
+the ones generated once for the data dir (stack_secrets: <data_dir>/secrets.json, 0600).
 
 Settings are frozen: a change is a new object (`load_settings(**overrides)` or
 `model_copy(update=...)`), never an assignment into the cached one.
