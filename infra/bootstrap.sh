@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything WebGym Stream needs on a fresh Debian 12 machine, idempotently:
 # system packages (Java 17 + Maven for Kafka, Chromium headless shell for browser workers),
-# the project's virtualenv (.venv, pinned by requirements.lock), the Kafka jars, the
-# MinIO binary, vLLM's and LLaMA-Factory's venvs and the model (all cached under
-# ${WEBGYM_HOME:-~/.cache/webgym}, keyed by their pins).
+# the project's virtualenv (.venv, from the hash-pinned requirements.lock and
+# requirements-dev.lock), the Kafka jars, the MinIO binary, vLLM's and LLaMA-Factory's venvs
+# (from their hash-pinned locks in infra/locks) and the model (all cached under
+# ${WEBGYM_HOME:-~/.cache/webgym}, keyed by their pins), and the unprivileged user a root
+# pipeline runs Chromium as (its sandbox refuses root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,12 +42,20 @@ if [ ! -x .venv/bin/python ]; then
   step "creating .venv"
   "$PY" -m venv .venv
 fi
-stamp=.venv/.installed-$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-16)
+LOCKS=(infra/locks/pip.lock requirements.lock requirements-dev.lock)
+stamp=.venv/.installed-$(cat pyproject.toml "${LOCKS[@]}" | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  step "pip install (pinned by requirements.lock)"
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install --progress-bar on -c requirements.lock -e ".[dev]" \
+  # Every file is checked against the lock's sha256 and only wheels are taken (an sdist's
+  # build would fetch its build requirements unchecked); pip itself comes from its lock first.
+  step "pip install (hash-pinned: ${LOCKS[*]})"
+  pip=(.venv/bin/python -m pip install --require-hashes --only-binary :all:)
+  "${pip[@]}" -q -r infra/locks/pip.lock
+  "${pip[@]}" --progress-bar on -r requirements.lock -r requirements-dev.lock \
     | sed '/^Requirement already satisfied/d'
+  # The project itself: its dependencies are the locks' (--no-deps), and it builds with the
+  # locked setuptools and wheel (--no-build-isolation fetches nothing).
+  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+  .venv/bin/python -m pip check
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

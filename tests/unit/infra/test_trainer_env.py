@@ -1,4 +1,5 @@
-"""LLaMA-Factory's venv (infra/trainer_env.py): keyed by its pins, installed once, clear errors."""
+"""LLaMA-Factory's venv (infra/trainer_env.py): keyed by its lock, installed once from it with
+its hashes, clear errors."""
 
 from __future__ import annotations
 
@@ -9,21 +10,28 @@ from typing import Any
 
 import pytest
 
-from infra import trainer_env
+from infra import pinned, trainer_env
 from infra.procs import InfraError
 from webgym_common.config import load_settings
 
 
-def test_the_venv_is_keyed_by_both_pins(tmp_path: Path) -> None:
+def test_the_venv_is_keyed_by_its_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = load_settings(infra={"home": tmp_path})
     venv = trainer_env.venv_dir(base)
     assert venv.parent == tmp_path / "venvs" and venv.name.startswith("llamafactory-")
     assert trainer_env.pins(base) == ["torch==2.13.0", "llamafactory==0.9.5"]
-    assert trainer_env.venv_dir(load_settings(
-        infra={"home": tmp_path}, trainer={"torch_version": "2.12.0"})) != venv
-    assert trainer_env.venv_dir(load_settings(
-        infra={"home": tmp_path}, trainer={"llamafactory_version": "0.9.4"})) != venv
+    lock = tmp_path / "llamafactory.lock"
+    lock.write_text(pinned.LLAMAFACTORY_LOCK.read_text() + "# changed\n")
+    monkeypatch.setattr(pinned, "LLAMAFACTORY_LOCK", lock)
+    assert trainer_env.venv_dir(base) != venv
     assert trainer_env.cli_path(venv) == venv / "bin" / "llamafactory-cli"
+
+
+def test_pins_the_lock_does_not_hold_are_refused(tmp_path: Path) -> None:
+    settings = load_settings(infra={"home": tmp_path}, trainer={"torch_version": "2.12.0"})
+    with pytest.raises(InfraError, match=r"torch 2.12.0 \(the lock has 2.13.0\).*compile.sh"):
+        trainer_env.prepare(settings)
+    assert not trainer_env.venv_dir(settings).exists()
 
 
 def test_a_complete_venv_is_not_installed_again(tmp_path: Path,
@@ -40,7 +48,7 @@ def test_a_complete_venv_is_not_installed_again(tmp_path: Path,
     assert trainer_env.prepare(settings) == venv
 
 
-def test_a_failing_step_is_named_and_torch_is_pinned_on_the_same_line(
+def test_a_failing_step_is_named_and_the_lock_is_installed_with_its_hashes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings = load_settings(infra={"home": tmp_path})
@@ -51,17 +59,21 @@ def test_a_failing_step_is_named_and_torch_is_pinned_on_the_same_line(
 
     def fake_run(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
         calls.append(cmd)
-        failed = "llamafactory==0.9.5" in cmd
+        failed = str(pinned.LLAMAFACTORY_LOCK) in cmd
         return subprocess.CompletedProcess(cmd, 1 if failed else 0, "",
-                                           "ERROR: No matching distribution" if failed else "")
+                                           "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES"
+                                           if failed else "")
 
     monkeypatch.setattr(subprocess, "run", fake_run)
-    with pytest.raises(InfraError, match=r"installing torch==2.13.0 llamafactory==0.9.5 "
-                                         r"failed: ERROR: No matching distribution"):
+    with pytest.raises(InfraError, match=r"installing torch==2.13.0 llamafactory==0.9.5 .*"
+                                         r"failed: ERROR: THESE PACKAGES DO NOT MATCH"):
         trainer_env.prepare(settings)
     assert not (venv / "left-over").exists() and not (venv / ".complete").exists()
-    install = calls[-1]
-    assert install[-2:] == ["torch==2.13.0", "llamafactory==0.9.5"]  # one resolver run
+    pip, install = calls[-2:]
+    assert pip[-2:] == ["-r", str(pinned.PIP_LOCK)]  # pip itself from its lock, first
+    for cmd in (pip, install):
+        assert "--require-hashes" in cmd and cmd[cmd.index("--only-binary") + 1] == ":all:"
+    assert install[-2:] == ["-r", str(pinned.LLAMAFACTORY_LOCK)]
 
 
 def test_the_base_model_is_the_local_vllm_model_unless_set(tmp_path: Path) -> None:

