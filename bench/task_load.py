@@ -1,37 +1,43 @@
-"""Loading a WebGym-sized task file: lines/s of `webgym tasks load` into the real broker.
+"""Loading a WebGym-sized task file: lines/s and peak memory of `webgym tasks load` into a
+real broker.
 
-  .venv/bin/python -m bench.task_load [--lines 300000]
+  .venv/bin/python -m bench.task_load [--lines 1000000]
 
 Writes a task file in WebGym's shapes (integer and absent task ids, websites without a
 scheme, every evaluator_reference variant, 1 % repeated tasks, 0.1 % broken lines; no split
 on a line: WebGym keeps train and test in separate files, so the file is read and loaded as
-a train file, `webgym tasks load FILE --split train`), then measures in one process: the
-baseline (`json.loads` of every line, the floor of any loader), parsing alone
-(`read_task_file`: validation into Task events) and the whole load (`load_tasks` with its
-progress bars: parse, then publish to webgym.tasks on the embedded stack, started if it is
-not up, under a fresh topic prefix).
+a train file, `webgym tasks load FILE --split train`), starts a Kafka of its own (free ports,
+a temporary data dir, stopped at the end: a stack already running is never touched), then
+measures, each in a fresh process so its peak RSS is its own: the whole load (`load_tasks`:
+the file streamed, parsed and published in batches to webgym.tasks) and, for comparison,
+parsing the file into memory whole (`read_task_file`, what the loader did before it
+streamed). The baseline is `json.loads` of every line, the floor of any loader.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import random
+import resource
+import shutil
 import tempfile
 import time
 import uuid
+from multiprocessing.queues import Queue
 from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from bench.machine import describe_machine
 from infra import stack
+from infra.procs import free_port
 from producers.catalog import load_tasks
 from webgym_common.choices import Split
-from webgym_common.config import get_settings
+from webgym_common.config import InfraSettings, Settings, load_settings
 from webgym_common.stream.admin import create_topics
 from webgym_common.stream.bus import EventProducer
 from webgym_common.tasks import read_task_file
@@ -75,10 +81,52 @@ def write_file(path: Path, lines: int) -> None:
                 out.write(webgym_line(i, rng) + "\n")
 
 
-def main(lines: int = 300_000) -> None:
+def bench_settings(data_dir: str) -> Settings:
+    ports = {name: free_port() for name in ("kafka_port", "kafka_controller_port",
+                                            "minio_port", "minio_console_port", "sandbox_port")}
+    return load_settings(infra={"home": InfraSettings().home, "data_dir": data_dir, **ports},
+                         kafka={"topic_prefix": f"btasks{uuid.uuid4().hex[:6]}"})
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def measure_load(settings: Settings, path: Path, out: Queue) -> None:
+    """In a child process: the whole `tasks load`, its seconds, tasks and peak RSS."""
+    async def load() -> tuple[float, int]:
+        await create_topics(settings)
+        async with EventProducer(settings, client_id="bench") as producer:
+            report = await load_tasks(path, producer, split=Split.TRAIN)
+        return report.seconds, report.loaded
+
+    before = peak_rss_mb()
+    seconds, loaded = asyncio.run(load())
+    out.put((seconds, loaded, before, peak_rss_mb()))
+
+
+def measure_parse_whole(path: Path, out: Queue) -> None:
+    """In a child process: the file parsed into memory whole (the loader before streaming)."""
+    before = peak_rss_mb()
+    started = time.perf_counter()
+    tasks, _ = read_task_file(path, split=Split.TRAIN)
+    out.put((time.perf_counter() - started, len(tasks), before, peak_rss_mb()))
+
+
+def in_child(target: object, *args: object) -> tuple[float, int, float, float]:
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=target, args=(*args, out))  # type: ignore[arg-type]
+    child.start()
+    result = out.get()
+    child.join()
+    return result  # type: ignore[no-any-return]
+
+
+def main(lines: int = 1_000_000) -> None:
     console.print(describe_machine())
-    base = get_settings()
-    path = Path(tempfile.mkdtemp(prefix="bench-tasks-")) / "tasks.jsonl"
+    data_dir = tempfile.mkdtemp(prefix="bench-tasks-")
+    path = Path(data_dir) / "tasks.jsonl"
     with console.status(f"writing {lines:,} lines"):
         write_file(path, lines)
     size_mb = path.stat().st_size / 1e6
@@ -90,31 +138,31 @@ def main(lines: int = 300_000) -> None:
                 json.loads(text)
     raw_s = time.perf_counter() - started
 
-    started = time.perf_counter()
-    tasks, bad = read_task_file(path, split=Split.TRAIN)
-    parse_s = time.perf_counter() - started
+    settings = bench_settings(data_dir)
+    with console.status("starting a Kafka of its own"):
+        asyncio.run(stack.up(settings, only=["kafka"]))
+    try:
+        with console.status(f"loading {lines:,} lines"):
+            load_s, loaded, load_base, load_peak = in_child(measure_load, settings, path)
+    finally:
+        stack.down(settings)
+    with console.status("parsing the file whole"):
+        parse_s, tasks, parse_base, parse_peak = in_child(measure_parse_whole, path)
+    assert loaded == tasks, (loaded, tasks)
+    shutil.rmtree(data_dir, ignore_errors=True)
 
-    asyncio.run(stack.up(base))
-    settings = base.model_copy(update={"kafka": base.kafka.model_copy(
-        update={"topic_prefix": f"btasks{uuid.uuid4().hex[:6]}"})})
-
-    async def load() -> float:
-        await create_topics(settings)
-        async with EventProducer(settings, client_id="bench") as producer:
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=console) as progress:
-                report = await load_tasks(path, producer, progress, split=Split.TRAIN)
-        assert len(report.loaded) == len(tasks), (len(report.loaded), len(tasks))
-        return report.seconds
-
-    load_s = asyncio.run(load())
-    table = Table(title=f"{lines:,} WebGym task lines ({size_mb:.0f} MB): {len(tasks):,} tasks, "
-                        f"{len(bad):,} bad or repeated lines")
-    for col in ("step", "seconds", "lines/s", "vs json.loads"):
+    table = Table(title=f"{lines:,} WebGym task lines ({size_mb:.0f} MB): {tasks:,} tasks")
+    for col in ("step", "seconds", "lines/s", "vs json.loads", "peak RSS MB",
+                "RSS at start MB"):
         table.add_column(col, justify="right")
-    for name, secs in (("json.loads only (baseline)", raw_s), ("parse + validate", parse_s),
-                       ("tasks load (parse + publish)", load_s)):
-        table.add_row(name, f"{secs:.1f}", f"{lines / secs:,.0f}", f"{raw_s / secs:.2f}")
+    table.add_row("json.loads only (baseline)", f"{raw_s:.1f}", f"{lines / raw_s:,.0f}",
+                  "1.00", "", "")
+    table.add_row("parse whole into memory (old loader)", f"{parse_s:.1f}",
+                  f"{lines / parse_s:,.0f}", f"{raw_s / parse_s:.2f}", f"{parse_peak:,.0f}",
+                  f"{parse_base:,.0f}")
+    table.add_row("tasks load, streamed (parse + publish)", f"{load_s:.1f}",
+                  f"{lines / load_s:,.0f}", f"{raw_s / load_s:.2f}", f"{load_peak:,.0f}",
+                  f"{load_base:,.0f}")
     console.print(table)
 
 

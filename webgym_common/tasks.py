@@ -17,13 +17,17 @@ list of strings, a list of `{description, difficulty}` objects or fact groups
 description), `definite_answer` null, optional `attempt_level` and `_trajectory_index`
 (kept in extra_json). A file's repeated tasks, the same (subdomain, website, difficulty,
 task_name) as WebGym deduplicates them, are reported and skipped.
+
+A file is read as a stream (`task_file_lines` -> `parse_task_lines`): one line at a time,
+each parsed when the consumer takes it; what is remembered across lines is 8 bytes per
+distinct task (to name a repeat's first line), never the tasks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,37 +145,58 @@ def read_task_file(path: Path, on_lines: Callable[[int, int], None] | None = Non
                    split: Split | None = None) -> tuple[list[Task], list[BadLine]]:
     """The file's tasks and its bad lines (repeated tasks are bad lines saying so); `split`
     is the file's, for lines that name none. `on_lines(lines, bytes)` is told how far the
-    read got, every 1000 lines and at the end."""
-    tasks, bad = [], []
-    first_line: dict[tuple[Any, ...], int] = {}
-    number, done = 0, 0
-    for number, line, done in _lines(path):
-        if on_lines is not None and number % 1000 == 0:
-            on_lines(number, done)
+    read got, every 1000 lines and at the end. (Holds every task: `webgym tasks load`
+    streams the same parse instead.)"""
+    tasks: list[Task] = []
+    bad: list[BadLine] = []
+    for item in parse_task_lines(task_file_lines(path, on_lines), split):
+        if isinstance(item, BadLine):
+            bad.append(item)
+        else:
+            tasks.append(item)
+    return tasks, bad
+
+
+def parse_task_lines(lines: Iterable[tuple[int, str]], split: Split | None = None
+                     ) -> Iterator[Task | BadLine]:
+    """Each numbered line as its Task, or the BadLine saying why not (blank lines are
+    neither), lazily: a line is taken from `lines` only when the one before it was taken
+    from here. A repeat of an earlier line's task (dedup_key) is a BadLine naming it."""
+    first_line: dict[int, int] = {}  # dedup_key's 8-byte digest -> its first line
+    for number, line in lines:
         if not line.strip():
             continue
         try:
             task = parse_task_line(line, split)
         except TaskLineError as err:
-            bad.append(BadLine(number, str(err)))
+            yield BadLine(number, str(err))
             continue
-        if (seen := first_line.setdefault(dedup_key(task), number)) != number:
-            bad.append(BadLine(number, f"a repeat of line {seen} (the same subdomain, "
-                                       "website, difficulty and task_name)"))
+        if (seen := first_line.setdefault(key_digest(dedup_key(task)), number)) != number:
+            yield BadLine(number, f"a repeat of line {seen} (the same subdomain, website, "
+                                  "difficulty and task_name)")
             continue
-        tasks.append(task)
-    if on_lines is not None:
-        on_lines(number, done)
-    return tasks, bad
+        yield task
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str, int]]:
-    """(line number, text, bytes read so far)."""
-    done = 0
+def key_digest(key: tuple[Any, ...] | str) -> int:
+    """8 bytes that stand for a key in the sets a stream remembers (collisions: 1 in 2^64)."""
+    text = key if isinstance(key, str) else json.dumps(key, default=str)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def task_file_lines(path: Path, on_lines: Callable[[int, int], None] | None = None
+                    ) -> Iterator[tuple[int, str]]:
+    """(line number, text), read as they are taken; `on_lines(lines, bytes read)` every 1000
+    lines and at the end."""
+    number, done = 0, 0
     with path.open("rb") as src:
         for number, raw in enumerate(src, 1):
             done += len(raw)
-            yield number, raw.decode("utf-8", errors="replace"), done
+            if on_lines is not None and number % 1000 == 0:
+                on_lines(number, done)
+            yield number, raw.decode("utf-8", errors="replace")
+    if on_lines is not None:
+        on_lines(number, done)
 
 
 def band_of(difficulty: int) -> Band:

@@ -159,7 +159,7 @@ def load_chaos_tasks(settings: Settings, tmp_path: Path) -> None:
     tasks.write_text("".join(line + "\n" for line in TASKS_FILE.read_text().splitlines()
                              if json.loads(line)["task_id"] in CHAOS_TASKS))
     report = asyncio.run(run_tasks_load(settings, tasks, Console(stderr=True)))
-    assert len(report.loaded) == len(CHAOS_TASKS)
+    assert report.loaded == len(CHAOS_TASKS)
 
 
 def start_iteration(compose: Compose) -> str:
