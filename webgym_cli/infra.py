@@ -32,12 +32,16 @@ def infra_up(
     """Start Kafka (KRaft), MinIO and the sandbox web on 127.0.0.1; wait until healthy.
 
     Example: webgym infra up --with-vllm"""
-    from infra import stack
+    from infra import exposure, stack
 
     settings = settings_with(infra={"brokers": brokers})
     with console.status("starting the embedded stack") as status:
         asyncio.run(stack.up(settings, on_step=status.update, with_vllm=with_vllm))
     print_status(settings)
+    if not exposure.is_loopback(settings.infra.host):
+        console.print(f"[yellow]warning:[/yellow] the stack listens on {settings.infra.host}: "
+                      "MinIO and vLLM take your credentials, but Kafka and the sandbox web "
+                      "have no authentication; keep this network private")
     made = secrets_file(settings.infra.data_dir)
     if made.exists():
         console.print(f"credentials of MinIO and vLLM (unless set in WEBGYM_S3__* / "
