@@ -199,7 +199,8 @@ def test_redpanda_fsyncs_every_acknowledged_write_and_creates_no_topic(
     # rpk reads `--set key=value` only as two arguments, and applies them after the mode.
     sets = {argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--set"}
     assert {"redpanda.developer_mode=false", "redpanda.auto_create_topics_enabled=false",
-            "redpanda.write_caching_default=false"} <= sets
+            "redpanda.write_caching_default=false",
+            "redpanda.enable_metrics_reporter=false"} <= sets
     assert not any(a.startswith("--set=") for a in argv)
     # Small machine, still above the 1 GiB per core Redpanda requires outside developer mode.
     assert "--smp=1" in argv and "--overprovisioned" in argv
