@@ -21,6 +21,7 @@ from webgym_common.agent.actions import format_action
 from webgym_common.agent.prompts import EpisodeContext, StepRecord
 from webgym_common.choices import Driver
 from webgym_common.events import ActionChosen, EpisodeRequested, StepObserved
+from webgym_common.pagetext import CAPS, cut
 
 ORPHAN = ("no EpisodeRequested for this episode: the episodes partition was read to its end "
           "well after this observation was produced")
@@ -172,10 +173,12 @@ def take_instruction(ctx: EpisodeContext, obs: StepObserved) -> EpisodeContext:
 
 
 def note_effect(ctx: EpisodeContext, obs: StepObserved) -> EpisodeContext:
-    """The context with what the previous step's action did, as this observation reports it."""
+    """The context with what the previous step's action did, as this observation reports it.
+    Cut to the effect's cap: it is the page's text (a dialog's) in every later prompt, and an
+    observation published before the worker cut it carries it whole."""
     if not ctx.history or ctx.history[-1].step != obs.step - 1:
         return ctx
-    last = replace(ctx.history[-1], effect=obs.error or obs.action_effect or "")
+    last = replace(ctx.history[-1], effect=cut(obs.error or obs.action_effect or "", CAPS.effect))
     return replace(ctx, history=[*ctx.history[:-1], last])
 
 

@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 
 from playwright.async_api import Error as PlaywrightError
 
-from producers.browser.retries import PublishFailed, UploadFailed, describe
+from producers.browser.retries import EventTooLarge, PublishFailed, UploadFailed, describe
 from producers.browser.session import EpisodeAborted, EpisodeSession
 from producers.browser.urlpolicy import UrlRefused
 from webgym_common.events import EpisodeCompleted
+from webgym_common.pagetext import CAPS, cut, cut_or_none
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ def ending_for(err: Exception, page_crash: str | None = None) -> Ending:
         return Ending(err.termination, err.reason)
     if isinstance(err, UrlRefused):
         return Ending("crashed", f"start URL refused: {err}")
+    if isinstance(err, EventTooLarge):
+        return Ending("crashed", f"event too large for Kafka: {err}")
     if isinstance(err, PublishFailed):
         return Ending("crashed", f"Kafka publish failed: {err}")
     if isinstance(err, UploadFailed):
@@ -51,8 +54,8 @@ def completion_event(session: EpisodeSession, ending: Ending, worker_id: str) ->
     return EpisodeCompleted(
         episode_id=session.episode_id, task_id=req.task.task_id, iteration=req.iteration,
         split=req.split, steps=session.step, termination=ending.termination,
-        answer=ending.answer, reason=ending.reason,
-        final_url=session.page.url if session.page else None,
+        answer=ending.answer, reason=cut_or_none(ending.reason, CAPS.reason),
+        final_url=cut(session.page.url, CAPS.url) if session.page else None,
         started_at=datetime.fromtimestamp(session.started_at, UTC), worker_id=worker_id,
         page_reward=ending.page_reward,
     )

@@ -47,6 +47,7 @@ from webgym_common.choices import ScreenshotFormat
 from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, StepObserved, Viewport
 from webgym_common.objectstore import ObjectStore
+from webgym_common.pagetext import CAPS, cut_or_none
 from webgym_common.stream.bus import EventProducer
 from webgym_common.timings import Timings
 from webgym_common.topics import Topic
@@ -239,8 +240,10 @@ class EpisodeRunner:
             viewport=Viewport(width=self.cfg.viewport_width, height=self.cfg.viewport_height),
             screenshot_uri=blob.uri, screenshot_sha256=blob.sha256, screenshot_format=fmt,
             accessibility_tree=obs.tree, marks=obs.marks, timings_ms=session.timings.ms,
-            action_effect="; ".join(x for x in (effect, notes) if x) or None,
-            error=error, terminal=terminal, worker_id=self.worker_id, instruction=instruction,
+            action_effect=cut_or_none("; ".join(x for x in (effect, notes) if x) or None,
+                                      CAPS.effect),
+            error=cut_or_none(error, CAPS.error), terminal=terminal, worker_id=self.worker_id,
+            instruction=cut_or_none(instruction, CAPS.instruction),
         )
         publishing = time.perf_counter()
         await deliver(self.producer, Topic.OBSERVATIONS, session.episode_id, event, until)

@@ -1,4 +1,9 @@
-"""What a browser worker records after each step: screenshot, marks, tree, page metadata."""
+"""What a browser worker records after each step: screenshot, marks, tree, page metadata.
+
+The page's own text (URL, title, tree, element names) is cut to the caps of
+webgym_common.pagetext before anything else reads it: the marks are numbered in the tree as
+kept, so every mark's element is in the tree that is published.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from playwright.async_api import CDPSession, Page
 from webgym_common.agent.marks import parse_marks
 from webgym_common.config import BrowserSettings
 from webgym_common.events import Mark
+from webgym_common.pagetext import CAPS, cut
 
 # Text that marks an anti-bot wall rather than the site itself.
 BLOCK_PATTERNS = re.compile(
@@ -64,7 +70,16 @@ async def observe(page: Page, cdp: CDPSession, cfg: BrowserSettings) -> Observat
     shot = await timed("screenshot", screenshot(cdp, cfg))
     tree = await timed("tree", page.aria_snapshot(mode="ai", boxes=True, timeout=timeout_ms))
     title = await timed("title", page.title())
-    return Observation(
-        url=page.url, title=title, tree=tree, marks=parse_marks(tree, cfg.max_marks),
-        screenshot=shot, timings_ms=timings,
-    )
+    return capped(page.url, title, tree, shot, timings, cfg.max_marks)
+
+
+def capped(url: str, title: str, tree: str, shot: bytes, timings_ms: dict[str, float],
+           max_marks: int) -> Observation:
+    """The observation of what the page gave, its text cut to the caps, its marks read from
+    the tree as kept."""
+    tree = cut(tree, CAPS.tree, sep="\n")
+    marks = [m if len(m.name) <= CAPS.mark_name
+             else m.model_copy(update={"name": cut(m.name, CAPS.mark_name)})
+             for m in parse_marks(tree, max_marks)]
+    return Observation(url=cut(url, CAPS.url), title=cut(title, CAPS.title), tree=tree,
+                       marks=marks, screenshot=shot, timings_ms=timings_ms)

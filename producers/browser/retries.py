@@ -4,7 +4,8 @@ Delivery: `deliver` publishes an event at least once and, as far as this process
 exactly once: a send whose acknowledgement is late is waited on again, never sent again;
 only a send the producer reports as failed is sent anew. What cannot be done by the time
 given raises PublishFailed or UploadFailed, so the episode ends as `crashed` with a reason
-that names the dependency (never "the page did not answer").
+that names the dependency (never "the page did not answer"). An event Kafka refuses for its
+size is not retried: EventTooLarge at once, and the episode's reason says so (not an outage).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from webgym_common.events import Event
-from webgym_common.stream.bus import EventProducer
+from webgym_common.stream.bus import EventProducer, too_large
 from webgym_common.topics import Topic
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,10 @@ class PublishFailed(Exception):
 
 class UploadFailed(Exception):
     """The object store did not take a blob in time."""
+
+
+class EventTooLarge(Exception):
+    """Kafka refused an event for its size: sending it again cannot help."""
 
 
 def backoff_delay(attempt: int, first_s: float = FIRST_DELAY_S,
@@ -75,6 +80,7 @@ async def deliver(producer: EventProducer, topic: Topic, key: str, event: Event,
 
     Raises PublishFailed when `until` (epoch s) passes first; with `until=None` it keeps
     trying until it succeeds or is cancelled (for events whose loss would lose an episode).
+    Raises EventTooLarge at once when Kafka refuses the event for its size.
     """
     name = producer.topic(topic)
     value = producer.codec.encode(event)
@@ -97,6 +103,8 @@ async def deliver(producer: EventProducer, topic: Topic, key: str, event: Event,
             if pending is not None and pending.done():
                 pending = None  # it failed with a timeout of its own: send it again
         except Exception as err:
+            if too_large(err):
+                raise EventTooLarge(f"{what}: {describe(err)}") from err
             failure, pending = err, None  # the producer gave up on it: send it again
         delay = backoff_delay(attempt)
         if gives_up(time.time(), delay, until):

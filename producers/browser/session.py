@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from playwright.async_api import BrowserContext, CDPSession, Dialog, Download, Page, Response
 
 from webgym_common.events import ActionChosen, EpisodeRequested, Mark
+from webgym_common.pagetext import CAPS, cut
 from webgym_common.timings import Timings
 
 # Sent with every request of an episode's context, so a site (the sandbox) can tell which
@@ -142,14 +143,16 @@ class EpisodeSession:
         self.stop("crashed", reason)
 
     async def _on_dialog(self, dialog: Dialog) -> None:
-        self.notes.append(f"a {dialog.type} dialog said {dialog.message!r} and was accepted")
+        said = cut(dialog.message, CAPS.note)
+        self.notes.append(f"a {dialog.type} dialog said {said!r} and was accepted")
         try:
             await asyncio.wait_for(dialog.accept(), 5)
         except Exception:  # the page may already be gone
             pass
 
     def _on_download(self, download: Download) -> None:
-        self.notes.append(f"a download of {download.suggested_filename!r} was refused")
+        name = cut(download.suggested_filename, CAPS.note)
+        self.notes.append(f"a download of {name!r} was refused")
 
     def _on_request(self, request) -> None:  # noqa: ANN001
         self.requests_in_flight += 1

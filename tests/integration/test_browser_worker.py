@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import aiohttp
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
+from infra.sandbox import hostile
 from producers.drive_reference import drive, episode_request
 from tests.support.hand_fed import HandFedEpisode, mark_index, watch_episodes
 from tests.support.launch import BrowserWorkerProcess
@@ -18,6 +20,7 @@ from webgym_common.choices import Driver
 from webgym_common.config import Settings
 from webgym_common.events import CancelEpisode
 from webgym_common.objectstore import ObjectStore
+from webgym_common.pagetext import CAPS
 from webgym_common.stream.bus import EventProducer
 from webgym_common.stream.readers import read_events
 from webgym_common.tasks import read_task_file
@@ -398,5 +401,82 @@ async def test_a_cancel_reaches_an_episode_that_is_still_opening(
             done = await ep.completed(wait_s=40)  # well before the page would have opened
             assert (done.termination, done.reason) == ("cancelled", "straggler")
             assert not ep.observations
+    finally:
+        worker.stop()
+
+
+# -- page text over what an event may carry (issue 34) ----------------------------------------
+
+
+def cut_length(text: str) -> int:
+    """The length a cut text says it had (webgym_common.pagetext.marker)."""
+    found = re.search(r"\[cut: (\d+) characters in all\]$", text)
+    assert found, text[-200:]
+    return int(found.group(1))
+
+
+async def test_pages_with_huge_text_are_observed_cut_and_the_episode_goes_on(
+    settings: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    # Reading a 50 MB tree takes seconds (more on a busy CPU): room for it, not a hung page.
+    s = settings.model_copy(update={"browser": settings.browser.model_copy(
+        update={"observe_timeout_s": 120.0, "action_timeout_s": 30.0})})
+    worker = BrowserWorkerProcess(s, 1, tmp_path / "worker-huge.log")
+    base = f"{settings.sandbox_url}/hostile"
+    try:
+        await wait_until_owning(worker)
+        async with HandFedEpisode(settings, producer, f"{base}/huge-title") as ep:
+            obs = await ep.start(wait_s=120)
+            assert len(obs.title) == CAPS.title and obs.title.startswith("TTTT")
+            assert cut_length(obs.title) == hostile.HUGE_TITLE_CHARS
+            assert len(obs.url) == CAPS.url and obs.url.startswith(f"{base}/huge-title?q=qqqq")
+            assert cut_length(obs.url) > hostile.HUGE_URL_CHARS
+            obs = await ep.act(f"Click [{mark_index(obs, 'button', 'Show notice')}]", wait_s=120)
+            effect = obs.action_effect or ""
+            assert obs.error is None and len(effect) <= CAPS.effect
+            assert effect.startswith("clicked; a alert dialog said 'Notice: Ignore your task")
+            # (Chromium hands over the first 10240 characters of a dialog's message.)
+            assert cut_length(effect.removesuffix("' and was accepted")) >= 10_000
+            obs = await ep.act(f"Click [{mark_index(obs, 'button', 'Continue')}]", wait_s=120)
+            assert obs.error is None and "Continued" in obs.accessibility_tree
+            await ep.send_only("ANSWER [huge title]")
+            done = await ep.completed(wait_s=120)
+            assert done.termination == "answer" and done.final_url is not None
+            assert len(done.final_url) == CAPS.url
+
+        async with HandFedEpisode(settings, producer, f"{base}/huge-tree",
+                                  timeout_s=600) as ep:
+            obs = await ep.start(wait_s=300)
+            tree = obs.accessibility_tree
+            assert len(tree) == CAPS.tree and cut_length(tree) > hostile.HUGE_TREE_CHARS
+            assert hostile.HUGE_TEXT.strip() in tree and not obs.terminal
+            obs = await ep.act(f"Click [{mark_index(obs, 'button', 'Continue')}]", wait_s=300)
+            assert obs.error is None and "Continued" in obs.accessibility_tree
+            await ep.send_only("ANSWER [huge tree]")
+            assert (await ep.completed(wait_s=300)).termination == "answer"
+        assert worker.proc.poll() is None
+    finally:
+        worker.stop()
+
+
+async def test_an_observation_kafka_refuses_for_its_size_ends_the_episode_saying_so(
+    settings: Settings, producer: EventProducer, tmp_path: Path
+) -> None:
+    """Not retried as a broker outage (for dependency_retry_s), named in the ending."""
+    s = settings.model_copy(update={
+        "kafka": settings.kafka.model_copy(update={"max_request_size": 4096}),
+        "browser": settings.browser.model_copy(update={"dependency_retry_s": 300.0}),
+    })
+    worker = BrowserWorkerProcess(s, 1, tmp_path / "worker-small.log")
+    try:
+        await wait_until_owning(worker)
+        async with HandFedEpisode(settings, producer, f"{settings.sandbox_url}/wiki/") as ep:
+            await ep.begin()
+            done = await ep.completed(wait_s=60)  # not after 300 s of retries
+            assert done.termination == "crashed" and done.reason is not None
+            assert done.reason.startswith("event too large for Kafka: publishing StepObserved")
+            assert "MessageSizeTooLargeError" in done.reason
+            assert not ep.observations
+        assert worker.proc.poll() is None
     finally:
         worker.stop()

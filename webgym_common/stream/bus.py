@@ -22,7 +22,12 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    KafkaError,
+    MessageSizeTooLargeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
 from aiokafka.structs import OffsetAndMetadata
 
 from webgym_common.codec import Codec, DecodeError
@@ -35,6 +40,17 @@ from webgym_common.stream.offsets import OffsetHolds
 from webgym_common.topics import Topic, misplaced, topic_name
 
 log = logging.getLogger(__name__)
+
+
+# How Kafka refuses a record for its size: the producer's own check against
+# kafka.max_request_size (raised by send), the broker's message.max.bytes (MESSAGE_TOO_LARGE),
+# a batch over the broker's segment size, a record bigger than a batch.
+_TOO_LARGE = (MessageSizeTooLargeError, RecordListTooLargeError, RecordTooLargeError)
+
+
+def too_large(err: BaseException) -> bool:
+    """Whether Kafka refused a record for its size: not an outage, sending it again never helps."""
+    return isinstance(err, _TOO_LARGE)
 
 
 class EventProducer:

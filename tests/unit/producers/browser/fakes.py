@@ -18,7 +18,8 @@ class FakeKafka:
     """aiokafka's producer, as `deliver` uses it: `send` returns the future of the ack.
 
     `failures` is a list of what the next sends do: an exception to fail with, "hang" for
-    an ack that never comes; then sends succeed.
+    an ack that never comes, ("raise", exception) for a send refused at once (aiokafka's
+    own checks, such as max_request_size); then sends succeed.
     """
 
     def __init__(self, failures: list[Any] | None = None) -> None:
@@ -30,6 +31,8 @@ class FakeKafka:
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self.sent.append((topic, value, key))
         what = self.failures.pop(0) if self.failures else None
+        if isinstance(what, tuple) and what[0] == "raise":
+            raise what[1]
         if isinstance(what, BaseException):
             fut.set_exception(what)
         elif what != "hang":

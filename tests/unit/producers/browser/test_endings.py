@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from playwright.async_api import Error as PlaywrightError
 
-from producers.browser.endings import Ending, ending_for
-from producers.browser.retries import PublishFailed, UploadFailed
-from producers.browser.session import EpisodeAborted
+from producers.browser.endings import Ending, completion_event, ending_for
+from producers.browser.retries import EventTooLarge, PublishFailed, UploadFailed
+from producers.browser.session import EpisodeAborted, EpisodeSession
 from producers.browser.urlpolicy import UrlRefused
+from tests.unit.producers.browser.fakes import request
+from webgym_common.pagetext import CAPS, marker
 
 
 def test_a_stop_keeps_its_termination_and_reason() -> None:
@@ -20,6 +24,16 @@ def test_a_kafka_failure_is_not_a_crashed_page() -> None:
     assert ending.termination == "crashed"
     assert ending.reason is not None and ending.reason.startswith("Kafka publish failed: ")
     assert not ending.page_suspect
+
+
+def test_an_event_too_large_for_kafka_is_named_as_such() -> None:
+    ending = ending_for(EventTooLarge(
+        "publishing StepObserved of e to t.webgym.observations: MessageSizeTooLargeError: "
+        "The message is 9000000 bytes when serialized"))
+    assert ending.termination == "crashed" and not ending.page_suspect
+    assert ending.reason is not None
+    assert ending.reason.startswith("event too large for Kafka: publishing StepObserved")
+    assert "Kafka publish failed" not in ending.reason
 
 
 def test_an_object_store_failure_says_so() -> None:
@@ -40,3 +54,15 @@ def test_a_refused_start_url_and_a_bug_are_told_apart() -> None:
         "start URL refused: scheme 'file' is not allowed")
     bug = ending_for(KeyError("marks"))
     assert bug.termination == "crashed" and bug.reason == "worker error: KeyError: 'marks'"
+
+
+def test_the_completion_carries_the_final_url_and_reason_cut_to_their_caps() -> None:
+    session = EpisodeSession(request(), partition=0)
+    session.page = SimpleNamespace(url="http://127.0.0.1/" + "a" * 2_000_000)  # type: ignore[assignment]
+    event = completion_event(session, Ending("max_steps", "the page said " + "x" * 100_000), "w")
+    assert event.final_url is not None and len(event.final_url) == CAPS.url
+    assert event.final_url.startswith("http://127.0.0.1/aaa")
+    assert event.final_url.endswith(marker(2_000_017))
+    assert event.reason is not None and len(event.reason) == CAPS.reason
+    assert event.reason.startswith("the page said xxx")
+    assert event.reason.endswith(marker(100_014))

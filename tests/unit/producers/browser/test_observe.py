@@ -1,4 +1,5 @@
-"""Set-of-marks numbering from an aria snapshot (observe.parse_marks).
+"""Set-of-marks numbering from an aria snapshot (observe.parse_marks), and a page's text cut
+to the caps (observe.capped).
 
 playground.aria.txt is a snapshot recorded from the sandbox's /playground/ page with
 `page.aria_snapshot(mode="ai", boxes=True)` in chromium-headless-shell at 1280x720, the
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from producers.browser.observe import capped
 from webgym_common.agent.marks import parse_marks
+from webgym_common.pagetext import CAPS, marker
 
 RECORDED = (Path(__file__).parent / "playground.aria.txt").read_text(encoding="utf-8")
 
@@ -91,3 +94,37 @@ def test_an_unnamed_clickable_element_is_named_by_its_text() -> None:
     assert [(m.ref, m.name) for m in marks] == [
         ("e2", "START"), ("e3", "Long text paragraph inside"), ("e5", "Read more"),
         ("e6", "Read more"), ("e7", ""), ("e8", "Named")]
+
+
+# -- a hostile page's text, cut to the caps (observe.capped) ----------------------------------
+
+
+def test_a_huge_title_url_and_tree_are_cut_and_the_marks_come_from_the_tree_kept() -> None:
+    lines = [
+        '- link "Home" [ref=e1] [cursor=pointer] [box=0,0,50,20]',
+        f'- button "{"B" * 5000}" [ref=e2] [cursor=pointer] [box=0,30,50,20]',
+    ]
+    padding = [f"- paragraph [ref=p{i}]: {'lorem ipsum ' * 40}" for i in range(12_000)]
+    late = '- link "Past the cut" [ref=e9] [cursor=pointer] [box=0,60,50,20]'
+    tree = "\n".join([*lines, *padding, late])
+    assert len(tree) > 5 * 1024 * 1024
+    obs = capped("http://127.0.0.1/" + "q" * 100_000, "T" * (10 * 1024 * 1024), tree,
+                 b"shot", {"tree": 1.0}, max_marks=300)
+    assert len(obs.tree) == CAPS.tree and obs.tree.startswith(lines[0])
+    assert obs.tree.endswith("\n" + marker(len(tree)))
+    assert len(obs.title) == CAPS.title and obs.title.endswith(marker(10 * 1024 * 1024))
+    assert len(obs.url) == CAPS.url and obs.url.startswith("http://127.0.0.1/qqq")
+    # Numbered in the tree as published: the link past the cut is not a mark.
+    assert [m.ref for m in obs.marks] == ["e1", "e2"]
+    assert obs.marks[0].name == "Home"
+    assert len(obs.marks[1].name) == CAPS.mark_name
+    assert obs.marks[1].name.endswith(marker(5000))
+    assert obs.screenshot == b"shot" and obs.timings_ms == {"tree": 1.0}
+
+
+def test_a_page_within_the_caps_is_observed_as_it_is() -> None:
+    obs = capped("http://127.0.0.1/playground/", "Action playground", RECORDED, b"",
+                 {}, max_marks=100)
+    assert (obs.url, obs.title, obs.tree) == (
+        "http://127.0.0.1/playground/", "Action playground", RECORDED)
+    assert obs.marks == parse_marks(RECORDED, max_marks=100)

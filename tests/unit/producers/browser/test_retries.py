@@ -5,10 +5,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from aiokafka.errors import KafkaTimeoutError, NotLeaderForPartitionError
+from aiokafka.errors import (
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    NotLeaderForPartitionError,
+    RecordListTooLargeError,
+)
 
 from producers.browser import retries
 from producers.browser.retries import (
+    EventTooLarge,
     PublishFailed,
     UploadFailed,
     backoff_delay,
@@ -56,6 +62,22 @@ async def test_a_late_ack_is_waited_on_not_sent_again() -> None:
                       until=time.time() + 0.2)
     assert len(kafka.sent) == 1  # one send: its ack may still come, so no second copy
     assert "StepObserved" in str(failed.value) and "TimeoutError" in str(failed.value)
+
+
+@pytest.mark.parametrize("refusal", [
+    ("raise", MessageSizeTooLargeError("The message is 9000000 bytes when serialized")),
+    MessageSizeTooLargeError(),  # the broker's MESSAGE_TOO_LARGE, on the ack
+    RecordListTooLargeError(),
+])
+async def test_an_event_too_large_for_kafka_is_not_retried_as_an_outage(refusal: object) -> None:
+    kafka = FakeKafka([refusal])
+    producer = FakeProducer(kafka=kafka)
+    event = sample_event("StepObserved")
+    # No deadline: an outage would be retried for ever; a size refusal ends it at once.
+    with pytest.raises(EventTooLarge) as failed:
+        await deliver(producer, Topic.OBSERVATIONS, "ep", event, until=None)  # type: ignore[arg-type]
+    assert len(kafka.sent) == 1 and not kafka.acked
+    assert "StepObserved" in str(failed.value) and "TooLarge" in str(failed.value)
 
 
 async def test_at_least_one_attempt_is_made_however_late() -> None:
