@@ -7,6 +7,12 @@ and once to a refused one: 127.0.0.2:P (nothing listens there) or this very serv
 another name (`localhost`), whose arrivals `/security/hit` and `/security/echo` count per
 run and `via`, so a test can tell a refused request from one that was sent and failed.
 The outcome of every probe is in `window.probes` once `window.probesDone` is true.
+
+`/security/webrtc?port=P` opens an RTCPeerConnection whose STUN server is 127.0.0.1:P (a
+test listens there for UDP) and gathers its ICE candidates: each candidate line, the local
+description's SDP (where candidates also appear) and how gathering ended are in
+`window.webrtc` once `window.webrtcDone` is true. A browser that lets WebRTC's UDP around its
+proxy shows host candidates and sends STUN binding requests to P; the worker's shows none.
 """
 
 from __future__ import annotations
@@ -79,6 +85,29 @@ const iframeSocket = () => {
 """
 
 
+_WEBRTC = r"""
+const port = new URLSearchParams(location.search).get('port');
+const out = window.webrtc = {candidates: [], sdp: '', state: null, error: null};
+(async () => {
+  try {
+    const pc = new RTCPeerConnection({iceServers: [{urls: `stun:127.0.0.1:${port}`}]});
+    pc.createDataChannel('probe');
+    const gathered = new Promise(r => {
+      pc.onicecandidate = (e) => e.candidate ? out.candidates.push(e.candidate.candidate) : r();
+      pc.onicegatheringstatechange = () => { if (pc.iceGatheringState === 'complete') r(); };
+    });
+    await pc.setLocalDescription(await pc.createOffer());
+    out.state = await Promise.race([gathered.then(() => 'complete'),
+                                    new Promise(r => setTimeout(() => r('timeout'), 5000))]);
+    out.sdp = pc.localDescription ? pc.localDescription.sdp : '';
+    pc.close();
+  } catch (e) { out.error = e.name + ': ' + e.message; }
+  document.getElementById('done').textContent = 'WebRTC probe done';
+  window.webrtcDone = true;
+})();
+"""
+
+
 def _count(request: web.Request) -> None:
     run, via = request.query.get("run", ""), request.query.get("via", "")
     HITS.setdefault(run, Counter())[via] += 1
@@ -87,6 +116,11 @@ def _count(request: web.Request) -> None:
 async def probe(request: web.Request) -> web.Response:
     body = '<h1>URL policy probes</h1><p id="done">Probing...</p>'
     return render("URL policy probes", body, script=_PROBES)
+
+
+async def webrtc(request: web.Request) -> web.Response:
+    body = '<h1>WebRTC probe</h1><p id="done">Gathering ICE candidates...</p>'
+    return render("WebRTC probe", body, script=_WEBRTC)
 
 
 async def hit(request: web.Request) -> web.Response:
@@ -126,5 +160,5 @@ def routes() -> list[web.RouteDef]:
         web.get("/security/probe", probe), web.get("/security/hit", hit),
         web.get("/security/pixel.gif", pixel), web.get("/security/data", data),
         web.get("/security/redirect", redirect), web.get("/security/echo", echo),
-        web.get("/security/hits", hits),
+        web.get("/security/hits", hits), web.get("/security/webrtc", webrtc),
     ]

@@ -5,7 +5,8 @@ request and WebSocket of every context goes through the URL policy
 (producers/browser/urlpolicy.py) and a refused one is aborted before it is sent; and every
 connection the browser opens goes through the pool's egress proxy (egress.py), which
 applies the same policy to what the routes cannot see (a redirect's next hop, a worker's
-WebSocket) and connects only to the addresses it judged.
+WebSocket) and connects only to the addresses it judged. WebRTC's UDP, which no proxy
+carries, is turned off (`WEBRTC_ARGS`): no ICE candidate is gathered, no STUN packet sent.
 """
 
 from __future__ import annotations
@@ -30,12 +31,18 @@ from webgym_common.config import BrowserSettings, get_settings
 
 log = logging.getLogger(__name__)
 
+# `--proxy-server` covers TCP only: a page's RTCPeerConnection would send UDP (STUN to any
+# address it names, and its host candidates) around the egress proxy and the URL policy.
+# With this policy Chromium gathers no UDP candidate at all unless a proxy carries UDP
+# (ours does not). The `--force-` switch is the one chromium-headless-shell honours; the
+# preference's `--webrtc-ip-handling-policy` is ignored there (tested: STUN still sent).
+WEBRTC_ARGS = ["--force-webrtc-ip-handling-policy=disable_non_proxied_udp"]
 # No `--no-sandbox`: Chromium runs in its own sandbox unless browser.sandbox says otherwise
 # (webgym_common/chromium.py decides, and how).
 CHROMIUM_ARGS = [
     "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage",
+    "--disable-dev-shm-usage", *WEBRTC_ARGS,
 ]
 
 

@@ -1,5 +1,5 @@
 """The browser's URL policy in real Chromium: every request and WebSocket of a page, and a
-worker's navigations.
+worker's navigations; and WebRTC, whose UDP no proxy carries, off.
 
 No request of these tests may reach a private or public address. The refused targets are
 127.0.0.2:<a port nothing listens on> and the sandbox itself under another name
@@ -13,6 +13,8 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import aiohttp
 import pytest
@@ -20,7 +22,8 @@ import pytest_asyncio
 from playwright.async_api import Error as PlaywrightError
 
 from infra.procs import free_port
-from producers.browser.browser_pool import WS_POLICY_VIOLATION, BrowserPool
+from producers.browser import browser_pool
+from producers.browser.browser_pool import WEBRTC_ARGS, WS_POLICY_VIOLATION, BrowserPool
 from producers.browser.urlpolicy import UrlPolicy
 from tests.support.hand_fed import HandFedEpisode
 from tests.support.launch import BrowserWorkerProcess
@@ -169,3 +172,74 @@ async def test_a_policy_driven_episode_never_visits(
             assert done.termination == "answer" and done.final_url == first.url
     finally:
         worker.stop()
+
+
+# -- WebRTC: UDP goes around every proxy, so none may go at all (issue 34) --------------------
+
+
+class UdpListener(asyncio.DatagramProtocol):
+    """A STUN server's port on loopback that only counts what arrives."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[object, bytes]] = []
+
+    def datagram_received(self, data: bytes, addr: object) -> None:
+        self.received.append((addr, data))
+
+
+@asynccontextmanager
+async def udp_listener() -> AsyncIterator[tuple[int, UdpListener]]:
+    transport, listener = await asyncio.get_running_loop().create_datagram_endpoint(
+        UdpListener, local_addr=("127.0.0.1", 0))
+    try:
+        yield transport.get_extra_info("sockname")[1], listener
+    finally:
+        transport.close()
+
+
+async def webrtc_probe(pool: BrowserPool, sandbox_url: str, port: int) -> dict[str, Any]:
+    """What /security/webrtc gathered with its STUN server at 127.0.0.1:`port`."""
+    context = await pool.new_context()
+    try:
+        page = await asyncio.wait_for(context.new_page(), 10)
+        await page.goto(f"{sandbox_url}/security/webrtc?port={port}", timeout=10_000)
+        await page.wait_for_function("window.webrtcDone === true", timeout=30_000)
+        return dict(await page.evaluate("window.webrtc"))
+    finally:
+        await asyncio.wait_for(context.close(), 10)
+
+
+def candidate_lines(probe: dict[str, Any]) -> list[str]:
+    """Every ICE candidate the page learnt, from the events and from its SDP."""
+    in_sdp = [ln for ln in probe["sdp"].splitlines() if ln.startswith("a=candidate")]
+    return [*probe["candidates"], *in_sdp]
+
+
+async def test_webrtc_gathers_no_candidate_and_sends_no_udp(
+    pool: BrowserPool, sandbox_url: str
+) -> None:
+    async with udp_listener() as (port, stun):
+        probe = await webrtc_probe(pool, sandbox_url, port)
+        await asyncio.sleep(1)  # a late binding request would have come by now
+    assert probe["error"] is None and probe["state"] == "complete", probe
+    assert candidate_lines(probe) == []  # no host, srflx or relay candidate: no address
+    assert stun.received == []  # no STUN request: nothing went around the proxy
+
+
+async def test_without_the_webrtc_policy_the_same_page_sends_udp_around_the_proxy(
+    sandbox_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: the flag, not the probe, is what stops it."""
+    monkeypatch.setattr(browser_pool, "CHROMIUM_ARGS",
+                        [a for a in browser_pool.CHROMIUM_ARGS if a not in WEBRTC_ARGS])
+    cfg = BrowserSettings(navigation_timeout_s=10, action_timeout_s=5)
+    bare = BrowserPool(cfg, lambda reason: None, UrlPolicy.for_browser(cfg, sandbox_url))
+    await bare.start()
+    try:
+        async with udp_listener() as (port, stun):
+            probe = await webrtc_probe(bare, sandbox_url, port)
+            await asyncio.sleep(1)
+    finally:
+        await bare.stop()
+    assert any(" typ host " in line for line in candidate_lines(probe)), probe
+    assert stun.received, probe  # binding requests reached 127.0.0.1, past the egress proxy

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Browser, async_playwright
 
+from producers.browser.browser_pool import WEBRTC_ARGS
 from webgym_common.chromium import launch_options
 from webgym_common.config import get_settings
 
@@ -19,6 +20,7 @@ EXECUTABLE = str(BROWSER.executable_path)
 LAUNCH_ARGS = [
     "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    *WEBRTC_ARGS,  # the worker's: no UDP around the network's controls
 ]
 HAVE_BROWSER = Path(EXECUTABLE).exists()
 
