@@ -19,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ELLIPSIS = "…"
+# What comes before the marker of a cut accessibility tree: a paragraph of its own in the
+# snapshot's syntax, so the page view (webgym_common.agent.pageview) tells the model too.
+TREE_SEP = "\n- paragraph: "
 
 
 @dataclass(frozen=True)

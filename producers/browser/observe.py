@@ -18,7 +18,7 @@ from playwright.async_api import CDPSession, Page
 from webgym_common.agent.marks import parse_marks
 from webgym_common.config import BrowserSettings
 from webgym_common.events import Mark
-from webgym_common.pagetext import CAPS, cut
+from webgym_common.pagetext import CAPS, TREE_SEP, cut
 
 # Text that marks an anti-bot wall rather than the site itself.
 BLOCK_PATTERNS = re.compile(
@@ -77,7 +77,7 @@ def capped(url: str, title: str, tree: str, shot: bytes, timings_ms: dict[str, f
            max_marks: int) -> Observation:
     """The observation of what the page gave, its text cut to the caps, its marks read from
     the tree as kept."""
-    tree = cut(tree, CAPS.tree, sep="\n")
+    tree = cut(tree, CAPS.tree, sep=TREE_SEP)
     marks = [m if len(m.name) <= CAPS.mark_name
              else m.model_copy(update={"name": cut(m.name, CAPS.mark_name)})
              for m in parse_marks(tree, max_marks)]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from producers.browser.observe import capped
 from webgym_common.agent.marks import parse_marks
-from webgym_common.pagetext import CAPS, marker
+from webgym_common.agent.pageview import page_view
+from webgym_common.pagetext import CAPS, TREE_SEP, marker
 
 RECORDED = (Path(__file__).parent / "playground.aria.txt").read_text(encoding="utf-8")
 
@@ -111,7 +112,9 @@ def test_a_huge_title_url_and_tree_are_cut_and_the_marks_come_from_the_tree_kept
     obs = capped("http://127.0.0.1/" + "q" * 100_000, "T" * (10 * 1024 * 1024), tree,
                  b"shot", {"tree": 1.0}, max_marks=300)
     assert len(obs.tree) == CAPS.tree and obs.tree.startswith(lines[0])
-    assert obs.tree.endswith("\n" + marker(len(tree)))
+    assert obs.tree.endswith(TREE_SEP + marker(len(tree)))
+    # The model is told too: the page view ends with the marker.
+    assert page_view(obs.tree, obs.marks, 4000).endswith(marker(len(tree)))
     assert len(obs.title) == CAPS.title and obs.title.endswith(marker(10 * 1024 * 1024))
     assert len(obs.url) == CAPS.url and obs.url.startswith("http://127.0.0.1/qqq")
     # Numbered in the tree as published: the link past the cut is not a mark.
