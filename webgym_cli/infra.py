@@ -150,6 +150,28 @@ def infra_down() -> None:
         raise typer.Exit(1)
 
 
+@app.command("minio-users")
+@one_line_errors
+def infra_minio_users() -> None:
+    """Make the bucket and a MinIO user per service (compose's minio-users).
+
+    Each user's policy allows only what its service does (infra/minio_users.py). Runs as
+    MinIO's root user (WEBGYM_S3__ACCESS_KEY / WEBGYM_S3__SECRET_KEY); each service's
+    password is MINIO_<SERVICE>_PASSWORD, e.g. MINIO_BROWSER_PASSWORD.
+
+    Example: webgym infra minio-users"""
+    import os
+
+    from infra import minio_users
+
+    try:
+        passwords = minio_users.passwords(os.environ)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    for line in minio_users.ensure(get_settings().s3, passwords):
+        console.print(line, highlight=False)
+
+
 def print_status(settings: Settings) -> bool:
     """Print the stack's table; True when every component is healthy."""
     from infra import stack

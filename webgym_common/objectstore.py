@@ -20,7 +20,8 @@ from minio.error import S3Error
 
 from webgym_common.config import S3Settings
 
-_EXTENSIONS = {
+# A blob's key ends with its type's extension (infra/minio_users.py grants by it).
+EXTENSIONS = {
     "image/png": "png",
     "image/jpeg": "jpg",
     "image/webp": "webp",
@@ -51,7 +52,7 @@ def parse_uri(uri: str) -> tuple[str, str]:
 
 
 def blob_key(sha256: str, content_type: str) -> str:
-    ext = _EXTENSIONS.get(content_type, "bin")
+    ext = EXTENSIONS.get(content_type, "bin")
     return f"sha256/{sha256[:2]}/{sha256}.{ext}"
 
 
@@ -83,7 +84,15 @@ class ObjectStore:
             ) from None
 
     async def ensure_bucket(self) -> None:
-        if not await self._call(self.client.bucket_exists, self.bucket):
+        try:
+            exists = await self._call(self.client.bucket_exists, self.bucket)
+        except S3Error as err:
+            if err.code != "AccessDenied":
+                raise
+            # A user that may not look at the bucket may not make it either: the store's
+            # operator made it with each service's own user (infra/minio_users.py).
+            return
+        if not exists:
             try:
                 await self._call(self.client.make_bucket, self.bucket)
             except S3Error as err:
@@ -117,7 +126,8 @@ class ObjectStore:
             await self._call(self.client.stat_object, self.bucket, key)
             return True
         except S3Error as err:
-            if err.code in ("NoSuchKey", "NoSuchObject", "ResourceNotFound"):
+            # A writer that may not read (the browser's user) uploads again: same bytes.
+            if err.code in ("NoSuchKey", "NoSuchObject", "ResourceNotFound", "AccessDenied"):
                 return False
             raise
 

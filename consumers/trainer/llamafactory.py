@@ -168,8 +168,10 @@ def train_config(run_dir: Path, n_rows: int, cfg: TrainerSettings, base_model: s
     mode = cfg.mode
     full = mode.finetuning_type == "full"
     model = str(parent_adapter) if full and parent_adapter is not None else base_model
-    conf: dict[str, Any] = {
-        "model_name_or_path": model,
+    conf: dict[str, Any] = {"model_name_or_path": model}
+    if model == base_model and cfg.base_model_revision:
+        conf["model_revision"] = cfg.base_model_revision
+    conf |= {
         "stage": mode.stage,
         "do_train": True,
         "finetuning_type": mode.finetuning_type,

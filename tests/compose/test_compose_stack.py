@@ -30,6 +30,8 @@ import pytest
 import yaml
 from rich.console import Console
 
+from infra import minio_users
+from infra.minio_users import password_variable
 from infra.procs import free_port
 from infra.sandbox.app import TASKS_FILE
 from infra.vllm_server import ensure_model
@@ -50,8 +52,8 @@ WITH_VLLM = os.environ.get("WEBGYM_COMPOSE_VLLM", "1") != "0"
 REGISTRY = os.environ.get("WEBGYM_COMPOSE_REGISTRY") == "1"
 EPISODES = 48
 CONTEXTS = 4  # per browser container: 3 containers after the scale-up hold 12 in flight
-STACK = ["broker", "minio", "topic-init", "sandbox", "browser", "policy", "evaluator",
-         "history", "metrics", "replay", *(["vllm"] if WITH_VLLM else [])]
+STACK = ["broker", "minio", "minio-users", "topic-init", "sandbox", "browser", "policy",
+         "evaluator", "history", "metrics", "replay", *(["vllm"] if WITH_VLLM else [])]
 WEBGYM_SERVICES = ["topic-init", "sandbox", "browser", "policy", "evaluator", "history",
                    "metrics", "replay", "controller"]
 # The settings the chaos suite runs its pipeline with (teacher policy, short waits, a
@@ -73,8 +75,14 @@ def host_settings(ports: dict[str, int]) -> Settings:
     return base.model_copy(update={"kafka": kafka, "infra": infra})
 
 
+# The image's own settings, never the host's: Chromium's sandbox is off in a container
+# (Docker's seccomp profile forbids its user namespaces; the Dockerfile says so).
+IMAGE_SETTINGS = ("WEBGYM_BROWSER__SANDBOX", "WEBGYM_BROWSER__SANDBOX_USER")
+
+
 def compose_test_file(tuned: dict[str, str], ports: dict[str, int]) -> dict:
-    env = {k: v for k, v in tuned.items() if k.startswith(TUNED_SECTIONS)}
+    env = {k: v for k, v in tuned.items()
+           if k.startswith(TUNED_SECTIONS) and k not in IMAGE_SETTINGS}
     env["WEBGYM_BROWSER__CONTEXTS"] = str(CONTEXTS)
     services: dict[str, dict] = {name: {"environment": env} for name in WEBGYM_SERVICES}
     services["sandbox"]["ports"] = [f"127.0.0.1:{ports['sandbox']}:18765"]
@@ -105,6 +113,8 @@ def stack(images: None, tmp_path: Path) -> Iterator[tuple[Compose, dict[str, int
     env_file.write_text("\n".join([
         "MINIO_ROOT_USER=webgym", f"MINIO_ROOT_PASSWORD={secrets.token_hex(16)}",
         f"VLLM_API_KEY={secrets.token_hex(16)}",
+        # Each object-store service's own MinIO user (infra/minio_users.py).
+        *(f"{password_variable(s)}={secrets.token_hex(16)}" for s in minio_users.ACCESS),
         f"WEBGYM_MODEL_DIR={ensure_model(get_settings()) if WITH_VLLM else tmp_path}",
         f"WEBGYM_BROKER_PORT={ports['broker']}", f"WEBGYM_MINIO_PORT={ports['minio']}",
         f"WEBGYM_MINIO_CONSOLE_PORT={ports['minio_console']}",

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from infra import minio_users
 from tests.support.compose_files import (
     CREDENTIAL,
     MissingVariable,
@@ -38,12 +39,19 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 
 PROJECT_IMAGE = "webgym-stream:latest"
 
+# Registry images by digest: a tag can be moved to other content, a digest cannot.
 INFRA_IMAGES = {
-    "broker": "docker.redpanda.com/redpandadata/redpanda:v24.2.7",
+    "broker": "redpandadata/redpanda:v24.2.7@sha256:"
+              "82a69763bef8d8b55ea5a520fa1b38f993908ef68946819ca1aed43541824c48",
     "console": "docker.redpanda.com/redpandadata/console:v2.7.2",
-    "minio": "minio/minio:RELEASE.2025-04-22T22-12-26Z",
-    "vllm": "vllm/vllm-openai:v0.11.0",
+    "minio": "minio/minio:RELEASE.2025-04-22T22-12-26Z@sha256:"
+             "a1ea29fa28355559ef137d71fc570e508a214ec84ff8083e39bc5428980b015e",
+    "vllm": "vllm/vllm-openai:v0.11.0@sha256:"
+            "014a95f21c9edf6abe0aea6b07353f96baa4ec291c427bb1176dc7c93a85845c",
 }
+# No digest of the console's tag could be checked from here; it runs only with its profile.
+UNPINNED_OPT_IN = {"console"}
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
 # Every process of the registry is a service running its worker command (the browser with
 # its contexts; the optional env server too: compose runs every service it declares),
@@ -57,11 +65,16 @@ PIPELINE_COMMANDS = {
 
 # Services built from the project image: the pipeline plus the one-shot init (the trainer
 # is built from the same Dockerfile, target `trainer`, as an image of its own).
-PROJECT_SERVICES = {*PIPELINE_COMMANDS, "topic-init", "sandbox"} - {"trainer"}
+PROJECT_SERVICES = {*PIPELINE_COMMANDS, "topic-init", "minio-users", "sandbox"} - {"trainer"}
 
 EXPECTED_SERVICES = {*INFRA_IMAGES, *PROJECT_SERVICES}
 
-USES_OBJECT_STORE = {"browser", "evaluator", "replay", "trainer", "model-loader", "monitor"}
+# Each with a MinIO user of its own (infra/minio_users.py).
+USES_OBJECT_STORE = set(minio_users.ACCESS)
+# The services that call the model server (the policy, the judge, LoRA hot-loading).
+USES_MODEL_SERVER = {"policy", "evaluator", "model-loader"}
+MINIO_ROOT = {"MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"}
+PASSWORDS = {minio_users.password_variable(s) for s in minio_users.ACCESS}
 
 VALID_CONDITIONS = {
     "service_started",
@@ -93,6 +106,15 @@ def test_expected_services_exist(services: dict[str, dict[str, Any]]) -> None:
 def test_infra_images_are_pinned(services: dict[str, dict[str, Any]], name: str) -> None:
     assert services[name].get("image") == INFRA_IMAGES[name]
     assert "build" not in services[name]
+
+
+def test_every_pulled_image_carries_a_digest(services: dict[str, dict[str, Any]]) -> None:
+    pulled = {name: svc["image"] for name, svc in services.items() if "build" not in svc}
+    assert pulled.keys() == INFRA_IMAGES.keys()
+    unpinned = {name for name, image in pulled.items() if not DIGEST.search(image)}
+    assert unpinned == UNPINNED_OPT_IN
+    for name in unpinned:  # never started by a plain `docker compose up`
+        assert services[name].get("profiles"), name
 
 
 @pytest.mark.parametrize("name", sorted(PROJECT_SERVICES))
@@ -147,18 +169,19 @@ def test_no_credential_has_a_working_default() -> None:
     text = COMPOSE_FILE.read_text()
     used = variables(text)
     credentials = {name for name, _, _ in used if CREDENTIAL.search(name)}
-    assert {"MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "VLLM_API_KEY"} <= credentials
+    assert {*MINIO_ROOT, "VLLM_API_KEY", *PASSWORDS} <= credentials
     for name, op, arg in used:
         if CREDENTIAL.search(name) and op is not None and op.endswith("-"):
             assert arg == "", f"${{{name}{op}{arg}}} gives a credential a default"
-    for name in ("MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "VLLM_API_KEY"):
+    for name in (*MINIO_ROOT, "VLLM_API_KEY", *PASSWORDS):
         ops = {op for n, op, _ in used if n == name}
         assert ops == {":?"}, f"{name} must be required (${{{name}:?...}}) everywhere: {ops}"
 
 
 def test_compose_refuses_to_start_without_the_credentials() -> None:
     text = COMPOSE_FILE.read_text()
-    secrets = {"MINIO_ROOT_USER": "u", "MINIO_ROOT_PASSWORD": "p", "VLLM_API_KEY": "k"}
+    secrets = {"MINIO_ROOT_USER": "u", "MINIO_ROOT_PASSWORD": "p", "VLLM_API_KEY": "k",
+               **{name: "s" for name in PASSWORDS}}
     interpolate(text, secrets)
     for name in secrets:
         with pytest.raises(MissingVariable, match=name):
@@ -289,7 +312,67 @@ def test_topic_init_creates_topics_once(services: dict[str, dict[str, Any]]) -> 
     assert str(svc.get("restart")) == "no"
     deps = depends_on(svc)
     assert deps.get("broker", {}).get("condition") == "service_healthy"
-    assert deps.get("minio", {}).get("condition") == "service_healthy"
+
+
+def test_the_browser_holds_no_root_or_admin_credential(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """A compromised browser worker finds its own MinIO user, which may only write
+    screenshots, and nothing else: no MinIO root, no model server key, no broker admin."""
+    env = environment(services["browser"])
+    text = " ".join(env.values())
+    assert not any(root in text for root in MINIO_ROOT)
+    assert "VLLM_API_KEY" not in text and "HF_TOKEN" not in env
+    assert not [k for k in env if re.search(r"SASL|ADMIN|PASSWORD|TOKEN", k)]
+    assert env["WEBGYM_S3__ACCESS_KEY"] == "webgym-browser"
+    assert env["WEBGYM_S3__SECRET_KEY"] == (
+        "${MINIO_BROWSER_PASSWORD:?set MINIO_BROWSER_PASSWORD}")
+    assert minio_users.ACCESS["browser"] == minio_users.Access(
+        writes=minio_users.SCREENSHOTS)
+
+
+def test_each_object_store_service_has_its_own_user(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    users = services["minio-users"]
+    made = environment(users)
+    for name, svc in services.items():
+        env = environment(svc)
+        if name in USES_OBJECT_STORE:
+            variable = minio_users.password_variable(name)
+            assert env["WEBGYM_S3__ACCESS_KEY"] == minio_users.access_key(name), name
+            assert env["WEBGYM_S3__SECRET_KEY"] == f"${{{variable}:?set {variable}}}", name
+            assert made[variable] == env["WEBGYM_S3__SECRET_KEY"], name  # the same password
+            assert depends_on(svc)["minio-users"]["condition"] == (
+                "service_completed_successfully"), name
+        elif name != "minio-users":
+            assert "WEBGYM_S3__ACCESS_KEY" not in env and "WEBGYM_S3__SECRET_KEY" not in env, name
+        holders = {k for k, v in env.items() if any(r in v for r in MINIO_ROOT)}
+        assert not holders or name in ("minio", "minio-users"), f"{name}: {holders}"
+    # Only the one-shot service holds the root user, and it runs once.
+    assert as_argv(users["command"]) == ["webgym", "infra", "minio-users"]
+    assert str(users.get("restart")) == "no"
+    assert depends_on(users) == {"minio": {"condition": "service_healthy"}}
+    assert made["WEBGYM_S3__ACCESS_KEY"] == "${MINIO_ROOT_USER:?set MINIO_ROOT_USER}"
+
+
+def test_the_model_servers_key_only_where_it_is_called(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name, svc in services.items():
+        if name in ("vllm", *INFRA_IMAGES):
+            continue
+        holds = any("VLLM_API_KEY" in v for v in environment(svc).values())
+        assert holds == (name in USES_MODEL_SERVER), name
+
+
+def test_the_gpu_models_revision_is_pinned(services: dict[str, dict[str, Any]]) -> None:
+    argv = as_argv(services["vllm"]["command"])
+    revision = argv[argv.index("--revision") + 1]
+    assert argv[argv.index("--tokenizer-revision") + 1] == revision
+    assert re.fullmatch(r"\$\{WEBGYM_MODEL_REVISION:-[0-9a-f]{40}\}", revision)
+    trainer = environment(services["trainer"])
+    assert trainer["WEBGYM_TRAINER__BASE_MODEL_REVISION"] == revision
 
 
 def test_named_volumes_declared(

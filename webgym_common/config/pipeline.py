@@ -196,6 +196,9 @@ class TrainerSettings(BaseModel):
     torch_version: str = "2.13.0"  # LLaMA-Factory's venv (vLLM's has its own: vllm.torch_version)
     template: str = "smollm2"  # LLaMA-Factory's chat template for the base model
     base_model: str = ""  # a directory or hub id; unset: the local vLLM's model
+    # A hub model's commit (a branch or tag can be moved to other weights); unset: its
+    # default branch. Ignored for a directory.
+    base_model_revision: str = ""
     # webgym.models key; version N is served as <name>-vN. A name is a path component and a
     # key prefix, so it must match webgym_common.versions.MODEL_NAME.
     model_name: str = Field("webgym-policy", pattern=MODEL_NAME)

@@ -15,7 +15,7 @@ TOP = ["down", "rollout", "run", "curve", "drive", "export", "eval", "monitor", 
        "pipeline",
        "infra", "topics", "worker", "sandbox", "tasks", "reprocess", "demos"]
 GROUPS = {
-    "infra": ["up", "prepare", "status", "down"],
+    "infra": ["up", "prepare", "status", "down", "minio-users"],
     "topics": ["create", "list"],
     "pipeline": ["up", "down", "status"],
     "worker": ["browser", "policy", "evaluator", "history", "metrics", "replay", "trainer",

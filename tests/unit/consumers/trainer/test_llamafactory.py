@@ -180,6 +180,21 @@ def test_a_parent_continues_the_lora_or_replaces_the_full_model(tmp_path: Path) 
     assert full["model_name_or_path"] == str(parent) and "adapter_name_or_path" not in full
 
 
+def test_a_hub_base_model_is_trained_at_its_pinned_revision(tmp_path: Path) -> None:
+    pinned = TrainerSettings(base_model_revision="6628" * 10)
+    conf = yaml.safe_load(write_run(tmp_path / "p", [sample("a:0")], pinned,
+                                    "Qwen/Qwen2.5-VL-3B-Instruct").config.read_text())
+    assert conf["model_revision"] == "6628" * 10
+    unpinned = yaml.safe_load(write_run(tmp_path / "u", [sample("a:0")], cfg(), BASE)
+                              .config.read_text())
+    assert "model_revision" not in unpinned
+    full = pinned.model_copy(update={"mode": TrainMode.FULL_SFT})
+    from_parent = yaml.safe_load(write_run(tmp_path / "f", [sample("a:0")], full, BASE,
+                                           parent_adapter=Path("/runs/v1/output"))
+                                 .config.read_text())
+    assert "model_revision" not in from_parent  # the parent's own files, not the hub's
+
+
 def test_total_steps_and_checkpoint_spacing(tmp_path: Path) -> None:
     # 5 rows, batch 2 -> 3 batches per epoch; accumulation 1; 2 epochs -> 6 steps.
     assert total_steps(5, cfg()) == 6
