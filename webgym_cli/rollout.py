@@ -54,9 +54,10 @@ def run(
     max_staleness: int | None = typer.Option(
         None, help="0: synchronous (WebGym); k > 0: rollouts run up to k versions behind."),
     bank: int = typer.Option(
-        27, help="Train tasks whose verified references go into the demonstration bank "
+        510, help="Train tasks whose verified references go into the demonstration bank "
         "before the loop (spread over MiniWoB++ environments; the first LoRA run learns "
-        "from all of it); 0: none. The full bank: webgym demos build."),
+        "from it; the default is the whole bank the leak guard lets train, 336 tasks); "
+        "0: none."),
     demonstrations: float = typer.Option(
         0.0, help="Share of each iteration's episodes run teacher-forced (counted apart, "
         "never in success_rate)."),
@@ -66,13 +67,13 @@ def run(
         5.0, help="Episodes end (timed out) after this long: a 135M model on the CPU "
         "rarely answers, so its episodes would run to 20-30 steps."),
     train_steps: int = typer.Option(
-        16, help="Caps each LoRA run (batch 2); -1: epochs decide."),
+        64, help="Caps each LoRA run (batch 2); -1: epochs decide."),
     eval_every: int = typer.Option(
         1, help="Evaluate every k-th served version (v0 first) and the last on the "
         "held-out set, with the scripted baseline once; 0: never."),
     eval_per_group: int = typer.Option(
-        1, help="Held-out tasks per MiniWoB++ environment (the fixed, stratified set; "
-        "webgym curve runs 5)."),
+        5, help="Held-out tasks per MiniWoB++ environment (the fixed, stratified set: 110 "
+        "test tasks; webgym curve runs 6)."),
     eval_max_steps: int = typer.Option(6, help="Caps each held-out episode's steps."),
     tasks: list[Path] = typer.Option(
         [Path(f) for f in RUN_TASKS], "--tasks", exists=True, dir_okay=False,
@@ -102,7 +103,8 @@ def run(
                                       "eval_suite": Suite.MINIWOB, "eval_splits": [Split.TEST],
                                       "eval_max_steps": eval_max_steps,
                                       "demonstrations": demos},
-                             trainer={"max_staleness": max_staleness, "max_steps": train_steps},
+                             trainer={"max_staleness": max_staleness, "max_steps": train_steps,
+                                      "run_timeout_s": run_timeout_s(train_steps)},
                              vllm={"model": str(model) if model else None})
     _main_job(settings, tasks, monitor, bank, [Suite.MINIWOB], tasks_per_iteration,
               iterations, None)
@@ -112,6 +114,11 @@ def run(
 # warm start (650 steps took 1 h 41 min) must not hit the trainer's default run timeout.
 RUN_S_PER_STEP = 30.0
 DEFAULT_RUN_TIMEOUT_S: float = TrainerSettings.model_fields["run_timeout_s"].default
+
+
+def run_timeout_s(train_steps: int) -> float:
+    """A LoRA run's timeout, long enough for `train_steps` steps on 2 cores."""
+    return max(DEFAULT_RUN_TIMEOUT_S, RUN_S_PER_STEP * train_steps)
 
 
 @app.command("curve")
@@ -181,8 +188,7 @@ def curve(
                                       "attempts_per_task": attempts, "train_pool": train_pool},
                              trainer={"max_steps": train_steps,
                                       "demonstration_share": bank_share,
-                                      "run_timeout_s": max(DEFAULT_RUN_TIMEOUT_S,
-                                                           RUN_S_PER_STEP * train_steps)},
+                                      "run_timeout_s": run_timeout_s(train_steps)},
                              vllm={"model": str(model) if model else None})
     out = out or Path(settings.infra.data_dir) / "evaluations" / "curve"
     suites: list[Suite] = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
