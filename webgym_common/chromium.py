@@ -83,6 +83,19 @@ def plan(cfg: BrowserSettings, euid: int, environ: Mapping[str, str],
     return Launch(str(AS_USER), True, env)
 
 
+def launch_failure(message: str) -> str | None:
+    """What to do when Chromium could not start its sandbox (its own words say so), else
+    None. As an unprivileged user the sandbox needs user namespaces, which some kernels
+    (Ubuntu's AppArmor default, a container's seccomp profile) refuse."""
+    if "No usable sandbox" not in message:
+        return None
+    return ("Chromium found no usable sandbox: this machine does not let an unprivileged user "
+            "make user namespaces (see sysctl kernel.unprivileged_userns_clone and, on Ubuntu, "
+            "kernel.apparmor_restrict_unprivileged_userns, or the container's seccomp "
+            "profile). Allow them, or set WEBGYM_BROWSER__SANDBOX=false to run Chromium "
+            "without its sandbox")
+
+
 def home_dir(user: str) -> str:
     return pwd.getpwnam(user).pw_dir
 

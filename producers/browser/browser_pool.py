@@ -23,10 +23,13 @@ from playwright.async_api import (
     WebSocketRoute,
     async_playwright,
 )
+from playwright.async_api import (
+    Error as PlaywrightError,
+)
 
 from producers.browser.egress import EgressProxy
 from producers.browser.urlpolicy import SOCKET_SCHEMES, UrlPolicy
-from webgym_common.chromium import launch_options
+from webgym_common.chromium import SandboxUnavailable, launch_failure, launch_options
 from webgym_common.config import BrowserSettings, get_settings
 
 log = logging.getLogger(__name__)
@@ -87,14 +90,20 @@ class BrowserPool:
 
     async def _launch(self) -> None:
         assert self.playwright is not None
-        browser = await asyncio.wait_for(
-            self.playwright.chromium.launch(
-                **launch_options(self.cfg),
-                args=[*CHROMIUM_ARGS, *proxy_args(self.egress.url, self.policy.private_allowlist)],
-                timeout=self.cfg.navigation_timeout_s * 1000,
-            ),
-            self.cfg.navigation_timeout_s * 2,
-        )
+        try:
+            browser = await asyncio.wait_for(
+                self.playwright.chromium.launch(
+                    **launch_options(self.cfg),
+                    args=[*CHROMIUM_ARGS,
+                          *proxy_args(self.egress.url, self.policy.private_allowlist)],
+                    timeout=self.cfg.navigation_timeout_s * 1000,
+                ),
+                self.cfg.navigation_timeout_s * 2,
+            )
+        except PlaywrightError as err:
+            if (hint := launch_failure(str(err))) is not None:
+                raise SandboxUnavailable(hint) from err
+            raise
         browser.on("disconnected", lambda b: self._lost(b))
         self.browser, self.version = browser, browser.version
         log.info("chromium %s launched", self.version)

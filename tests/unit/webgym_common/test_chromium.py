@@ -9,7 +9,13 @@ import stat
 
 import pytest
 
-from webgym_common.chromium import AS_USER, SandboxUnavailable, browser_env, plan
+from webgym_common.chromium import (
+    AS_USER,
+    SandboxUnavailable,
+    browser_env,
+    launch_failure,
+    plan,
+)
 from webgym_common.config import BrowserSettings
 
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC",
@@ -71,3 +77,12 @@ def test_the_wrapper_is_executable_and_drops_privileges() -> None:
     assert "setpriv --reuid=" in text and "--no-new-privs" in text
     assert "--bounding-set=-all" in text
     assert os.access(AS_USER, os.X_OK)
+
+
+def test_a_missing_sandbox_is_explained_other_failures_are_not() -> None:
+    hint = launch_failure("[FATAL:zygote_host_impl_linux.cc(128)] No usable sandbox! If you "
+                          "are running on Ubuntu 23.10+ ...")
+    assert hint is not None
+    assert "apparmor_restrict_unprivileged_userns" in hint
+    assert "WEBGYM_BROWSER__SANDBOX=false" in hint
+    assert launch_failure("Browser closed: some other reason") is None

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
+from playwright.async_api import Error as PlaywrightError
+
 from producers.browser.browser_pool import WS_POLICY_VIOLATION, BrowserPool
 from producers.browser.urlpolicy import UrlPolicy
+from webgym_common.chromium import SandboxUnavailable
 from webgym_common.config import BrowserSettings
 
 SANDBOX = "http://127.0.0.1:18765"
@@ -91,3 +95,28 @@ async def test_websockets_are_policed_too() -> None:
     assert refused.calls == [f"close {WS_POLICY_VIOLATION} refused by the URL policy"]
     assert list(p.policy.refusals) == [("ws://127.0.0.2:18765/",
                                         "127.0.0.2 is a loopback address")]
+
+
+@dataclass
+class FailingChromium:
+    message: str
+
+    async def launch(self, **_: object) -> None:
+        raise PlaywrightError(self.message)
+
+
+@dataclass
+class FakePlaywright:
+    chromium: FailingChromium
+
+
+async def test_a_browser_that_finds_no_sandbox_says_how_to_get_one() -> None:
+    p = pool()
+    p.playwright = FakePlaywright(FailingChromium(  # type: ignore[assignment]
+        "Browser closed.\n[FATAL:zygote_host_impl_linux.cc] No usable sandbox! If you are "
+        "running on Ubuntu 23.10+ ..."))
+    with pytest.raises(SandboxUnavailable, match="WEBGYM_BROWSER__SANDBOX=false"):
+        await p._launch()
+    p.playwright = FakePlaywright(FailingChromium("Browser closed: other"))  # type: ignore[assignment]
+    with pytest.raises(PlaywrightError, match="other"):
+        await p._launch()
