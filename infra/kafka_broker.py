@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import shutil
 import subprocess
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,18 +26,47 @@ from webgym_common.config import InfraSettings
 from webgym_common.topics import min_insync_replicas
 
 HERE = Path(__file__).resolve().parent / "kafka"
+LOCKS = Path(__file__).resolve().parent / "locks"
 
 
 def lib_dir(infra: InfraSettings) -> Path:
     return infra.cache_dir / "kafka" / infra.kafka_version / "lib"
 
 
+def jar_pins(kafka_version: str, locks: Path = LOCKS) -> dict[str, str]:
+    """{jar file name: sha256} from infra/locks/kafka-<version>.sha256 (sha256sum's format)."""
+    path = locks / f"kafka-{kafka_version}.sha256"
+    if not path.exists():
+        raise InfraError(f"no pinned jar hashes for Kafka {kafka_version} ({path} is missing): "
+                         "pin a reviewed fetch with sha256sum, as that file's header says")
+    pins: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            digest, name = line.split(maxsplit=1)
+            pins[name.lstrip("*")] = digest
+    return pins
+
+
+def jar_mismatches(lib: Path, pins: Mapping[str, str]) -> list[str]:
+    """What differs between the jars in `lib` and their pins: a jar not pinned, a pinned jar
+    missing, or one whose sha256 differs (Maven checks only the repository's own checksums,
+    which whoever serves the jar also serves)."""
+    found = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in lib.glob("*.jar")}
+    problems = [f"{name}: not pinned" for name in sorted(set(found) - set(pins))]
+    problems += [f"{name}: missing" for name in sorted(set(pins) - set(found))]
+    problems += [f"{name}: sha256 {found[name]} is not the pinned {pins[name]}"
+                 for name in sorted(set(found) & set(pins)) if found[name] != pins[name]]
+    return problems
+
+
 def fetch_jars(infra: InfraSettings) -> Path:
-    """Copy the broker and its dependencies from Maven Central into the cache, once."""
+    """Copy the broker and its dependencies from Maven Central into the cache, once, and
+    keep them only if every jar matches its pinned sha256."""
     lib = lib_dir(infra)
     done = lib / ".complete"
     if done.exists():
         return lib
+    pins = jar_pins(infra.kafka_version)
     mvn = require_tool("mvn", "apt-get install -y maven (needs Java 17: openjdk-17-jre-headless)")
     lib.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
@@ -50,6 +82,12 @@ def fetch_jars(infra: InfraSettings) -> Path:
         raise InfraError(f"could not fetch Kafka {infra.kafka_version} jars: {' | '.join(tail)}")
     if not any(lib.glob(f"kafka_2.13-{infra.kafka_version}.jar")):
         raise InfraError(f"Maven finished but kafka_2.13-{infra.kafka_version}.jar is missing")
+    problems = jar_mismatches(lib, pins)
+    if problems:
+        shutil.rmtree(lib)  # never leave jars that failed their check where a start finds them
+        raise InfraError(f"Kafka {infra.kafka_version}'s jars differ from "
+                         f"infra/locks/kafka-{infra.kafka_version}.sha256: "
+                         + "; ".join(problems[:5]))
     done.touch()
     return lib
 

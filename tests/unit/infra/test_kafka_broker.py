@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from infra import kafka_broker
+from infra.procs import InfraError
 from webgym_common.config import InfraSettings, SettingsError, load_settings
 
 
@@ -103,3 +106,38 @@ def test_the_started_layout_is_remembered(tmp_path: Path) -> None:
     # status and down find every node of it even when the settings say 1
     assert [n.name for n in kafka_broker.nodes(infra(tmp_path, 1), 3)] == [
         "kafka-1", "kafka-2", "kafka-3"]
+
+
+def test_every_jar_of_the_pinned_kafka_version_has_a_sha256() -> None:
+    pins = kafka_broker.jar_pins(InfraSettings().kafka_version)
+    assert f"kafka_2.13-{InfraSettings().kafka_version}.jar" in pins
+    assert all(len(d) == 64 and int(d, 16) >= 0 for d in pins.values())
+
+
+def test_a_jar_that_differs_from_its_pin_or_is_not_pinned_is_named(tmp_path: Path) -> None:
+    (tmp_path / "a.jar").write_bytes(b"the reviewed bytes")
+    pins = {"a.jar": hashlib.sha256(b"the reviewed bytes").hexdigest()}
+    assert kafka_broker.jar_mismatches(tmp_path, pins) == []
+    (tmp_path / "a.jar").write_bytes(b"a swapped jar")
+    (tmp_path / "extra.jar").write_bytes(b"x")
+    problems = kafka_broker.jar_mismatches(tmp_path, {**pins, "gone.jar": "0" * 64})
+    assert [p.split(":")[0] for p in problems] == ["extra.jar", "gone.jar", "a.jar"]
+    assert "is not the pinned" in problems[2]
+
+
+def test_a_fetch_whose_jars_differ_is_refused_and_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    infra = load_settings(infra={"home": tmp_path}).infra
+    lib = kafka_broker.lib_dir(infra)
+
+    def fake_mvn(*_: object, **__: object) -> subprocess.CompletedProcess[str]:
+        lib.mkdir(parents=True, exist_ok=True)
+        (lib / f"kafka_2.13-{infra.kafka_version}.jar").write_bytes(b"not the real jar")
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    monkeypatch.setattr(kafka_broker, "require_tool", lambda *_: "mvn")
+    monkeypatch.setattr(kafka_broker.subprocess, "run", fake_mvn)
+    with pytest.raises(InfraError, match="differ from infra/locks/kafka-"):
+        kafka_broker.fetch_jars(infra)
+    assert not lib.exists()
