@@ -58,14 +58,16 @@ CLI_S = 120.0
 class ChaosProcess(PipelineProcess):
     """A PipelineProcess started in the run's directory (faust keeps its data dir in the cwd)."""
 
-    def __init__(self, settings: Settings, args: list[str], log_path: Path) -> None:
+    def __init__(self, settings: Settings, args: list[str], log_path: Path,
+                 module: str = "webgym_cli", env: dict[str, str] | None = None) -> None:
         self.log_path = log_path
         self.ready_file = log_path.with_suffix(".ready")
         self.ready_file.unlink(missing_ok=True)
-        env = {**os.environ, **settings_env(settings), READY_FILE_ENV: str(self.ready_file)}
+        env = {**os.environ, **(env or {}), **settings_env(settings),
+               READY_FILE_ENV: str(self.ready_file)}
         self.log = log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webgym_cli", "-v", *args], env=env, cwd=log_path.parent,
+            [sys.executable, "-m", module, "-v", *args], env=env, cwd=log_path.parent,
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -104,6 +106,10 @@ class Run:
     injected: set[tuple[str, int, int]] = field(default_factory=set)  # bad records we wrote
     allowed_dlq: int = 0
     extra_task_lines: list[str] = field(default_factory=list)  # malformed lines to load too
+    # A kind run by a test double instead of the CLI (a module wrapping webgym_cli), and
+    # environment every process gets (what such a double reads).
+    modules: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     started_at: float = field(default_factory=time.monotonic)
     _completed: set[str] = field(default_factory=set)
     _watch: asyncio.Task | None = None
@@ -120,7 +126,8 @@ class Run:
     def start(self, kind: str, contexts: int | None = None) -> ChaosProcess:
         same = self.procs.setdefault(kind, [])
         p = ChaosProcess(self.settings, args_for(kind, self.options, contexts),
-                         self.workdir / f"{kind}{len(same)}.log")
+                         self.workdir / f"{kind}{len(same)}.log",
+                         self.modules.get(kind, "webgym_cli"), self.env)
         same.append(p)
         return p
 

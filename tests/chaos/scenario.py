@@ -1,9 +1,9 @@
 """What a chaos scenario is: its tasks, its options and the settings its pipeline runs with.
 
 The tasks' reference actions post forms, so a re-run action shows on the sandbox's
-per-episode post counter; the settings give the run a topic prefix of its own and keep
-the controller from papering over a hang (no straggler cancel, no deadline inside the
-scenario's bound).
+per-episode post counter (the chaos-only hostile-page tasks post nothing); the settings
+give the run a topic prefix of its own and keep the controller from papering over a hang
+(no straggler cancel, no deadline inside the scenario's bound).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 
 from infra.sandbox.app import TASKS_FILE
+from infra.sandbox.tasks.common import answer, button, task
 from webgym_common.choices import PolicyKind, SamplingStrategy
 from webgym_common.config import Settings
 
@@ -21,6 +22,24 @@ from webgym_common.config import Settings
 # episodes.
 CHAOS_TASKS = ("shop-012", "shop-016", "forum-007", "forum-010", "forum-011", "travel-008",
                "travel-010", "travel-014")
+
+
+def _hostile(task_id: str, page: str, actions: list[dict]) -> dict:
+    record = task(task_id, f"Open the {page} page, act on it as it asks, and say which page "
+                  "it is.", site="hostile", subdomain=page, path=f"/hostile/{page}",
+                  difficulty=1, facts=[("Page", [f"The page is the {page} page"])],
+                  actions=actions, template=f"chaos-{page}", entities=[])
+    return {**record, "split": "train"}
+
+
+# Chaos-only train tasks (not in the bank) whose start page is a hostile sandbox page
+# (infra/sandbox/hostile.py): a 10 MB title, a 1 MB URL and a 1 MB alert; a 50 MB tree.
+# None of their reference actions posts a form.
+HOSTILE_TASKS = {t["task_id"]: t for t in (
+    _hostile("chaos-huge-title", "huge-title",
+             [button("Show notice"), button("Continue"), answer("huge title")]),
+    _hostile("chaos-huge-tree", "huge-tree", [button("Continue"), answer("huge tree")]),
+)}
 
 
 @dataclass(frozen=True)
@@ -37,7 +56,8 @@ class Options:
 
 
 def all_tasks() -> dict[str, dict]:
-    return {t["task_id"]: t for t in map(json.loads, TASKS_FILE.read_text().splitlines())}
+    bank = {t["task_id"]: t for t in map(json.loads, TASKS_FILE.read_text().splitlines())}
+    return {**bank, **HOSTILE_TASKS}
 
 
 def chaos_settings(base: Settings, options: Options) -> Settings:
