@@ -25,7 +25,7 @@ from tests.chaos.hostile import VisitTarget, allow, read_seen
 from tests.chaos.hostile import verdict as hostile_verdict
 from tests.chaos.scenario import CHAOS_TASKS, HOSTILE_TASKS, Options
 
-pytestmark = [pytest.mark.integration, pytest.mark.chaos,
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.chaos_fast,
               pytest.mark.asyncio(loop_scope="session")]
 
 SEED = 1
