@@ -7,6 +7,7 @@ its environment, never on its command line.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -86,8 +87,13 @@ async def ensure_bucket(s3: S3Settings, data_dir: Path) -> None:
     """The bucket, made if missing. A MinIO that refuses the settings' credentials was
     started with others (before webgym generated them, or with other WEBGYM_S3__* values):
     one clear error instead of every process failing later."""
+    store = ObjectStore(s3)
     try:
-        await ObjectStore(s3).ensure_bucket()
+        # The embedded stack's user is MinIO's root: listing every bucket checks the
+        # credentials (ObjectStore.ensure_bucket lets a user that may not look at the bucket
+        # through, and a refused HEAD carries no reason to tell the two apart).
+        await asyncio.to_thread(store.client.list_buckets)
+        await store.ensure_bucket()
     except S3Error as err:
         if err.code not in REFUSED_CREDENTIALS:
             raise
