@@ -67,7 +67,7 @@ def run(
         5.0, help="Episodes end (timed out) after this long: a 135M model on the CPU "
         "rarely answers, so its episodes would run to 20-30 steps."),
     train_steps: int = typer.Option(
-        64, help="Caps each LoRA run (batch 2); -1: epochs decide."),
+        96, help="Caps each LoRA run (batch 2); -1: epochs decide."),
     eval_every: int = typer.Option(
         1, help="Evaluate every k-th served version (v0 first) and the last on the "
         "held-out set, with the scripted baseline once; 0: never."),
