@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,8 +69,16 @@ def unhashed(text: str) -> list[str]:
             if not pin.version or not pin.hashes]
 
 
-def digest(*locks: Path) -> str:
-    return hashlib.sha256(b"".join(p.read_bytes() for p in locks)).hexdigest()[:12]
+def digest(*files: Path) -> str:
+    """A short digest of the files' bytes, in order (a cache key that changes with them)."""
+    return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:12]
+
+
+def venv_dir(cache_dir: Path, name: str, lock: Path) -> Path:
+    """Where the venv `name` installed from `lock` lives in the cache: keyed by pip's lock,
+    its own and the Python version, so a changed lock makes a new venv."""
+    key = f"{digest(PIP_LOCK, lock)}|{sys.version_info[:2]}"
+    return cache_dir / "venvs" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def require(lock: Path, wanted: dict[str, str]) -> None:

@@ -13,7 +13,6 @@ half-used.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -31,9 +30,7 @@ def pins(settings: Settings) -> list[str]:
 
 
 def venv_dir(settings: Settings) -> Path:
-    key = f"{pinned.digest(pinned.PIP_LOCK, pinned.LLAMAFACTORY_LOCK)}|{sys.version_info[:2]}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return settings.infra.cache_dir / "venvs" / f"llamafactory-{digest}"
+    return pinned.venv_dir(settings.infra.cache_dir, "llamafactory", pinned.LLAMAFACTORY_LOCK)
 
 
 def cli_path(venv: Path) -> Path:

@@ -12,7 +12,6 @@ by its lock.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
@@ -32,9 +31,7 @@ CPU_LORA = HERE / "cpu_lora"
 
 
 def venv_dir(settings: Settings) -> Path:
-    key = f"{pinned.digest(pinned.PIP_LOCK, pinned.VLLM_LOCK)}|{sys.version_info[:2]}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return settings.infra.cache_dir / "venvs" / f"vllm-{digest}"
+    return pinned.venv_dir(settings.infra.cache_dir, "vllm", pinned.VLLM_LOCK)
 
 
 def model_dir(settings: Settings) -> Path:
@@ -61,8 +58,7 @@ def ensure_venv(settings: Settings) -> Path:
 
 
 def cpu_lora_digest() -> str:
-    files = sorted(f for f in CPU_LORA.iterdir() if f.suffix in (".py", ".toml"))
-    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
+    return pinned.digest(*sorted(f for f in CPU_LORA.iterdir() if f.suffix in (".py", ".toml")))
 
 
 def ensure_cpu_lora(venv: Path) -> None:
