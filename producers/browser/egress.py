@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -59,14 +60,18 @@ class ProxyRequest:
     body_length: int = 0  # plain http: the body's bytes after the head, or CHUNKED
 
 
+def header_values(lines: Iterable[str], name: str) -> list[str]:
+    """The value of every `name` header among a head's lines (`name` in lower case)."""
+    prefix = name + ":"
+    return [h.split(":", 1)[1].strip() for h in lines if h.lower().startswith(prefix)]
+
+
 def body_length(headers: list[str]) -> int:
     """How a request's body is framed: its Content-Length, or CHUNKED. Anything a server
     could read differently (both, several lengths, another coding) is refused: the proxy
     must know where the one request it forwards ends."""
-    lengths = {h.split(":", 1)[1].strip() for h in headers
-               if h.lower().startswith("content-length:")}
-    codings = [h.split(":", 1)[1].strip().lower() for h in headers
-               if h.lower().startswith("transfer-encoding:")]
+    lengths = set(header_values(headers, "content-length"))
+    codings = [c.lower() for c in header_values(headers, "transfer-encoding")]
     if codings:
         if codings != ["chunked"] or lengths:
             raise ProxyRequestError(f"an ambiguous request body: Transfer-Encoding {codings}"
@@ -142,10 +147,10 @@ def response_length(method: str, status: int, head: bytes) -> int | None:
     closes). Transfer-Encoding wins over Content-Length (RFC 9112 6.3)."""
     if method == "HEAD" or status in (204, 304) or status < 200:
         return 0
-    lines = head.decode("latin-1").lower().split("\r\n")
-    if any(h.startswith("transfer-encoding:") and h.rstrip().endswith("chunked") for h in lines):
+    lines = head.decode("latin-1").split("\r\n")
+    if any(c.lower().endswith("chunked") for c in header_values(lines, "transfer-encoding")):
         return CHUNKED
-    lengths = {h.split(":", 1)[1].strip() for h in lines if h.startswith("content-length:")}
+    lengths = set(header_values(lines, "content-length"))
     if len(lengths) == 1 and next(iter(lengths)).isdigit():
         return int(next(iter(lengths)))
     return None
