@@ -121,6 +121,7 @@ class PartitionLog:
         self.settings, self.codec, self.client_id = settings, codec, client_id
         self.consumer: AIOKafkaConsumer | None = None  # made in the loop that reads
         self.lock = asyncio.Lock()
+        self._stopping: set[asyncio.Future[None]] = set()  # abandoned consumers being stopped
 
     async def start(self) -> AIOKafkaConsumer:
         """Connect now (else the first read does)."""
@@ -139,10 +140,27 @@ class PartitionLog:
                            timeout_s: float) -> list[Event]:
         """The events of `partition` whose record time is `since_ms` or later, up to the
         partition's end as of the call (undecodable records left out: nothing acted on
-        them). Raises TimeoutError after `timeout_s`."""
+        them). Raises TimeoutError after `timeout_s`, waiting for the lock included."""
+        # The read runs as its own task, watched from outside: a cancelled aiokafka call can
+        # swallow its cancellation, so a timeout inside the read may never fire. On timeout
+        # the task is abandoned with its consumer, and the next read connects afresh.
+        read = asyncio.ensure_future(self._read(topic, partition, since_ms))
+        done, _ = await asyncio.wait({read}, timeout=timeout_s)
+        if read in done:
+            return read.result()
+        read.cancel()
+        abandoned, self.consumer, self.lock = self.consumer, None, asyncio.Lock()
+        if abandoned is not None:
+            stopping = asyncio.ensure_future(_stop_quietly(abandoned))
+            self._stopping.add(stopping)
+            stopping.add_done_callback(self._stopping.discard)
+        raise TimeoutError(f"reading {topic_name(self.settings.kafka, topic)}[{partition}] "
+                           f"took over {timeout_s:.0f} s")
+
+    async def _read(self, topic: Topic, partition: int, since_ms: int) -> list[Event]:
         tp = TopicPartition(topic_name(self.settings.kafka, topic), partition)
         out: list[Event] = []
-        async with self.lock, asyncio.timeout(timeout_s):
+        async with self.lock:
             c = await self.start()
             c.assign([tp])
             found = (await c.offsets_for_times({tp: max(0, since_ms)})).get(tp)
@@ -160,3 +178,12 @@ class PartitionLog:
                     except DecodeError:
                         continue
         return out
+
+
+async def _stop_quietly(consumer: AIOKafkaConsumer, timeout_s: float = 10.0) -> None:
+    """Stop a consumer a timed-out read left behind; it may be wedged, so bounded."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await consumer.stop()
+    except Exception:  # noqa: BLE001 - a wedged client's last act; nothing to recover
+        pass
