@@ -37,15 +37,81 @@ class Topic(StrEnum):
     DLQ = "dlq"
 
 
+class Cleanup(StrEnum):
+    COMPACT = "compact"  # the latest record per key, kept forever: a table
+    DELETE = "delete"  # a log, dropped after its retention
+
+
+class Retention(StrEnum):
+    """How long a delete-topic keeps its records: which KafkaSettings field says."""
+
+    FOREVER = "forever"
+    DEFAULT = "default_retention_ms"
+    SCORED = "scored_retention_ms"
+    REPLAY = "replay_retention_ms"
+
+    def ms(self, kafka: KafkaSettings) -> int:
+        return -1 if self is Retention.FOREVER else int(getattr(kafka, self.value))
+
+
+@dataclass(frozen=True)
+class TopicRow:
+    """Everything the registry knows about one topic; the lookups below derive from these."""
+
+    topic: Topic
+    events: tuple[str, ...]  # the event types published on it (schema names)
+    key: str  # what its records are keyed by: records of one key share a partition, in order
+    per_episode: bool  # kafka.partitions partitions (True) or one
+    cleanup: Cleanup
+    retention: Retention
+
+
+# One row per topic. The four episode topics share the key and the partition count, so one
+# worker owns an episode on all of them; the scores are keyed by task so that one history
+# worker owns a task. Anything on a topic not among its events is dead-lettered.
+_C, _D, _F = Cleanup.COMPACT, Cleanup.DELETE, Retention.FOREVER
+TOPICS: tuple[TopicRow, ...] = (
+    TopicRow(Topic.TASKS, ("Task",), "task_id", True, _C, _F),
+    TopicRow(Topic.TASK_HISTORY, ("TaskHistory",), "task_id", True, _C, _F),
+    TopicRow(Topic.EPISODES, ("EpisodeRequested",), "episode_id", True, _D, Retention.DEFAULT),
+    TopicRow(Topic.OBSERVATIONS, ("StepObserved",), "episode_id", True, _D, Retention.DEFAULT),
+    TopicRow(Topic.ACTIONS, ("ActionChosen",), "episode_id", True, _D, Retention.DEFAULT),
+    TopicRow(Topic.EPISODES_COMPLETED, ("EpisodeCompleted",), "episode_id", True, _D,
+             Retention.DEFAULT),
+    TopicRow(Topic.EPISODES_SCORED, ("EpisodeScored",), "task_id", True, _D, Retention.SCORED),
+    TopicRow(Topic.REPLAY, ("ReplaySample",), "sample_id", True, _D, Retention.REPLAY),
+    TopicRow(Topic.MODELS, ("ModelVersion",), "model name", False, _C, _F),
+    # What the model server serves now: the policy switches on it, only after the loader
+    # has seen the new name listed by the server.
+    TopicRow(Topic.MODELS_SERVED, ("ModelServed",), "model name", False, _C, _F),
+    TopicRow(Topic.TRAINING, ("TrainingProgress",), "run id", False, _D, Retention.DEFAULT),
+    TopicRow(Topic.CONTROL, ("IterationStarted", "IterationClosed", "CancelEpisode"),
+             "iteration", False, _D, Retention.DEFAULT),
+    TopicRow(Topic.METRICS, ("RolloutMetrics",), "iteration", False, _C, _F),
+    # Held-out success per model version, suite and split (webgym eval).
+    TopicRow(Topic.EVALUATIONS, ("EvaluationResult",),
+             "evaluation key (version, suite, split)", False, _C, _F),
+    # Blocked domains, compacted so that every sampler sees the current list.
+    TopicRow(Topic.BLOCKLIST, ("DomainBlocked",), "domain", False, _C, _F),
+    TopicRow(Topic.DLQ, ("DeadLetter",), "source topic", False, _D, Retention.DEFAULT),
+)
+ROWS: dict[Topic, TopicRow] = {row.topic: row for row in TOPICS}
+VALUE_TYPES: dict[Topic, tuple[str, ...]] = {row.topic: row.events for row in TOPICS}
+KEYS: dict[Topic, str] = {row.topic: row.key for row in TOPICS}
+
+
 @dataclass(frozen=True)
 class TopicSpec:
+    """A topic as the broker makes it (a row resolved against the Kafka settings, or one of
+    faust's internal topics)."""
+
     name: str
     partitions: int
     cleanup_policy: str  # "compact" or "delete"
     retention_ms: int  # -1 keeps forever
     value_types: tuple[str, ...]  # event types published on it (schema names)
     configs: dict[str, str] = field(default_factory=dict)
-    key: str = ""  # what its records are keyed by (KEYS); "" for faust's internal topics
+    key: str = ""  # what its records are keyed by; "" for faust's internal topics
 
     def kafka_configs(self) -> dict[str, str]:
         out = {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
@@ -56,81 +122,12 @@ class TopicSpec:
         return out
 
 
-# The event types published on each topic (schema names): what a processor of the topic
-# expects; anything else on it is dead-lettered.
-VALUE_TYPES: dict[Topic, tuple[str, ...]] = {
-    Topic.TASKS: ("Task",),
-    Topic.TASK_HISTORY: ("TaskHistory",),
-    Topic.EPISODES: ("EpisodeRequested",),
-    Topic.OBSERVATIONS: ("StepObserved",),
-    Topic.ACTIONS: ("ActionChosen",),
-    Topic.EPISODES_COMPLETED: ("EpisodeCompleted",),
-    Topic.EPISODES_SCORED: ("EpisodeScored",),
-    Topic.REPLAY: ("ReplaySample",),
-    Topic.MODELS: ("ModelVersion",),
-    Topic.MODELS_SERVED: ("ModelServed",),
-    Topic.TRAINING: ("TrainingProgress",),
-    Topic.CONTROL: ("IterationStarted", "IterationClosed", "CancelEpisode"),
-    Topic.METRICS: ("RolloutMetrics",),
-    Topic.EVALUATIONS: ("EvaluationResult",),
-    Topic.BLOCKLIST: ("DomainBlocked",),
-    Topic.DLQ: ("DeadLetter",),
-}
-
-
-# What each topic's records are keyed by: records of one key share a partition, in order.
-# The four episode topics share the key and the partition count, so one worker owns an
-# episode on all of them; the scores are keyed by task so one history worker owns a task.
-KEYS: dict[Topic, str] = {
-    Topic.TASKS: "task_id",
-    Topic.TASK_HISTORY: "task_id",
-    Topic.EPISODES: "episode_id",
-    Topic.OBSERVATIONS: "episode_id",
-    Topic.ACTIONS: "episode_id",
-    Topic.EPISODES_COMPLETED: "episode_id",
-    Topic.EPISODES_SCORED: "task_id",
-    Topic.REPLAY: "sample_id",
-    Topic.MODELS: "model name",
-    Topic.MODELS_SERVED: "model name",
-    Topic.TRAINING: "run id",
-    Topic.CONTROL: "iteration",
-    Topic.METRICS: "iteration",
-    Topic.EVALUATIONS: "evaluation key (version, suite, split)",
-    Topic.BLOCKLIST: "domain",
-    Topic.DLQ: "source topic",
-}
-
-
 def topic_specs(kafka: KafkaSettings) -> dict[Topic, TopicSpec]:
-    p, keep = kafka.partitions, kafka.default_retention_ms
-
-    def spec(t: Topic, parts: int, cleanup: str, retention: int) -> tuple[Topic, TopicSpec]:
-        return t, TopicSpec(topic_name(kafka, t), parts, cleanup, retention, VALUE_TYPES[t],
-                            key=KEYS[t])
-
-    specs = [
-        spec(Topic.TASKS, p, "compact", -1),
-        spec(Topic.TASK_HISTORY, p, "compact", -1),
-        spec(Topic.EPISODES, p, "delete", keep),
-        spec(Topic.OBSERVATIONS, p, "delete", keep),
-        spec(Topic.ACTIONS, p, "delete", keep),
-        spec(Topic.EPISODES_COMPLETED, p, "delete", keep),
-        spec(Topic.EPISODES_SCORED, p, "delete", kafka.scored_retention_ms),
-        spec(Topic.REPLAY, p, "delete", kafka.replay_retention_ms),
-        spec(Topic.MODELS, 1, "compact", -1),
-        # What the model server serves now (key model name): the policy switches on it, only
-        # after the loader has seen the new name listed by the server.
-        spec(Topic.MODELS_SERVED, 1, "compact", -1),
-        spec(Topic.TRAINING, 1, "delete", keep),
-        spec(Topic.CONTROL, 1, "delete", keep),
-        spec(Topic.METRICS, 1, "compact", -1),
-        # Test-split success per model version, suite and split (webgym eval; key evaluation_key).
-        spec(Topic.EVALUATIONS, 1, "compact", -1),
-        # Blocked domains (key: domain); compacted so every sampler sees the current list.
-        spec(Topic.BLOCKLIST, 1, "compact", -1),
-        spec(Topic.DLQ, 1, "delete", keep),
-    ]
-    return dict(specs)
+    return {row.topic: TopicSpec(topic_name(kafka, row.topic),
+                                 kafka.partitions if row.per_episode else 1,
+                                 row.cleanup.value, row.retention.ms(kafka), row.events,
+                                 key=row.key)
+            for row in TOPICS}
 
 
 def misplaced(topic: str, event_type: str) -> str | None:

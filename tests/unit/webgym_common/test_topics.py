@@ -90,3 +90,12 @@ def test_an_event_off_its_topic_is_misplaced_whatever_the_prefix() -> None:
 def test_every_event_type_has_a_home_topic() -> None:
     homes = {name for types in VALUE_TYPES.values() for name in types}
     assert homes == set(EVENT_TYPES)  # a new event type needs its topic in the registry
+
+
+def test_the_registry_has_one_row_per_topic_and_retention_comes_from_the_settings() -> None:
+    from webgym_common.topics import TOPICS
+
+    assert [row.topic for row in TOPICS] == list(Topic)
+    specs = topic_specs(load_settings(kafka={"replay_retention_ms": 123_456}).kafka)
+    assert specs[Topic.REPLAY].retention_ms == 123_456
+    assert specs[Topic.TASKS].retention_ms == -1
