@@ -10,7 +10,7 @@ When an iteration is closed (IterationClosed), a late-scored episode of a closed
 iteration arrives, or someone publishes other numbers for it (a controller that
 computed them from the scores it had seen), it publishes RolloutMetrics to the
 compacted webgym.metrics (key: iteration), then rewrites the CSV and the PNG from
-the whole table. The metrics and their fold are in webgym_common.metrics.
+the whole table. The metrics and their fold are in webgym_common.metrics.fold.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pathlib import Path
 
 from webgym_common.config import Settings
 from webgym_common.lifecycle import mark_ready, run_until_signalled
-from webgym_common.metrics import (
-    MetricsFold,
+from webgym_common.metrics.fold import MetricsFold
+from webgym_common.metrics.plots import print_metrics
+from webgym_common.metrics.storage import (
     default_csv_path,
     load_metrics_table,
-    print_metrics,
     publish_changed,
     write_outputs,
 )

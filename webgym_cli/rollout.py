@@ -256,7 +256,7 @@ def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
 def closing_lines(settings: Settings, report_dir: Path | None, exports: list[Path],
                   monitor_url: str | None, running: list[str]) -> list[str]:
     """The end of the main job: where its results are and what it leaves running."""
-    from webgym_common.metrics import default_csv_path
+    from webgym_common.metrics.storage import default_csv_path
 
     data = Path(settings.infra.data_dir)
     lines = [f"held-out report: {report_dir or data / 'evaluations'} (curve.csv, per_task.csv, "

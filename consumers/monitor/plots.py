@@ -13,7 +13,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from webgym_common.events import EvaluationResult, RolloutMetrics
-from webgym_common.metrics import METRICS, demonstration_points, integer_axis, iteration_axis
+from webgym_common.metrics.fold import METRICS
+from webgym_common.metrics.plots import demonstration_points, integer_axis, iteration_axis
 
 
 def _png(fig: Figure) -> bytes:

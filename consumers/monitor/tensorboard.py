@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from webgym_common.choices import WandbMode
 from webgym_common.events import EvaluationResult, Event, RolloutMetrics, TrainingProgress
-from webgym_common.metrics import DEMONSTRATION_COLUMNS, METRICS, column
+from webgym_common.metrics.fold import DEMONSTRATION_COLUMNS, METRICS, column
 
 Scalar = tuple[str, float, int]  # tag, value, step
 FAMILIES = ("rollout", "eval", "train")  # a tag's first part; W&B steps each on its own axis

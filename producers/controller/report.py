@@ -29,7 +29,7 @@ from producers.controller.evaluate import BASELINE_EVAL_VERSION, version_cell, v
 from producers.controller.outcomes import GroupRow, TaskOutcome, group_table, paired
 from producers.controller.stats import mcnemar, wilson_interval
 from webgym_common.events import EvaluationResult
-from webgym_common.metrics import integer_axis
+from webgym_common.metrics.plots import integer_axis
 from webgym_common.versions import is_control_eval
 
 PER_TASK_COLUMNS = ("version", "suite", "split", "group", "task_id", "success", "novel")

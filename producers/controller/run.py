@@ -1,7 +1,7 @@
 """`webgym rollout`: K iterations with a live progress bar, metrics printed at each close.
 
 The metrics are the metrics process's. Without one, each close recomputes every closed
-iteration's metrics from the log (webgym_common.metrics.recompute_metrics): scores
+iteration's metrics from the log (webgym_common.metrics.storage.recompute_metrics): scores
 that came after an iteration closed correct its numbers at the next close, never
 left as they were when it closed.
 """
@@ -28,7 +28,8 @@ from producers.controller.rollout import next_iteration, run_iteration, wait_for
 from producers.controller.summary import heldout_report
 from webgym_common.config import Settings
 from webgym_common.events import RolloutMetrics
-from webgym_common.metrics import default_csv_path, print_metrics, recompute_metrics
+from webgym_common.metrics.plots import print_metrics
+from webgym_common.metrics.storage import default_csv_path, recompute_metrics
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.topics import Topic
 

@@ -41,7 +41,7 @@ from webgym_common.events import (
     RolloutMetrics,
     TrainingProgress,
 )
-from webgym_common.metrics import policy_episodes
+from webgym_common.metrics.fold import policy_episodes
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_compacted, read_to_end
 from webgym_common.topics import Topic

@@ -23,7 +23,7 @@ from tests.support.evaluator import (
     scores_for,
     start_evaluator,
 )
-from tests.support.launch import PipelineProcess
+from harness.launch import PipelineProcess
 from webgym_common.agent.actions import format_action, parse_action
 from webgym_common.choices import JudgeKind
 from webgym_common.config import Settings
@@ -38,7 +38,7 @@ from webgym_common.events import (
     utc_now,
 )
 from webgym_common.history import JUDGE_FAILED, is_judged, load_task_history
-from webgym_common.metrics import compute_metrics
+from webgym_common.metrics.fold import compute_metrics
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic, topic_name

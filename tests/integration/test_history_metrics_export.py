@@ -19,12 +19,13 @@ from aiokafka.errors import KafkaError
 from consumers.archiver import export_iteration
 from producers.catalog import load_task_catalog
 from tests.factories import sample_event
-from tests.support.launch import PipelineProcess
+from harness.launch import PipelineProcess
 from webgym_common.codec import read_container
 from webgym_common.config import Settings, settings_env
 from webgym_common.events import EpisodeScored, IterationClosed, TaskHistory, TrajectoryStep
 from webgym_common.history import load_task_history
-from webgym_common.metrics import CSV_COLUMNS, compute_metrics, recompute_metrics, same_numbers
+from webgym_common.metrics.fold import CSV_COLUMNS, compute_metrics, same_numbers
+from webgym_common.metrics.storage import recompute_metrics
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.kafka_clients import make_consumer
 from webgym_common.stream.readers import read_compacted, read_to_end

@@ -18,16 +18,15 @@ from tests.unit.scored import scored
 from webgym_common.codec import SINGLE_OBJECT_MAGIC, Codec
 from webgym_common.events import EpisodeScored, IterationClosed, RolloutMetrics, utc_now
 from webgym_common.history import JUDGE_FAILED
-from webgym_common.metrics import (
+from webgym_common.metrics.fold import (
     CSV_COLUMNS,
     MetricsFold,
     compute_metrics,
-    metrics_figure,
     policy_episodes,
-    print_metrics,
     same_numbers,
-    write_outputs,
 )
+from webgym_common.metrics.plots import metrics_figure, print_metrics
+from webgym_common.metrics.storage import write_outputs
 from webgym_common.versions import DEMONSTRATION_VERSION
 
 
@@ -270,7 +269,7 @@ def test_an_integer_axis_with_one_point_shows_that_integer_and_no_fractions() ->
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from webgym_common.metrics import integer_axis
+    from webgym_common.metrics.plots import integer_axis
 
     fig = Figure()
     FigureCanvasAgg(fig)
