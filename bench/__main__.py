@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench.machine import describe_machine
+from harness.machine import describe_machine
 
 console = Console()
 

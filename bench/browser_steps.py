@@ -27,13 +27,13 @@ from rich.progress import Progress
 from rich.table import Table
 
 from bench.direct import open_observed_page
-from bench.machine import describe_machine
+from harness.hand_fed import HandFedEpisode
+from harness.launch import BrowserWorkerProcess
+from harness.machine import describe_machine
 from infra import stack
 from producers.browser.browser_pool import BrowserPool
 from producers.browser.execute import execute
 from producers.browser.observe import observe
-from tests.support.hand_fed import HandFedEpisode
-from tests.support.launch import BrowserWorkerProcess
 from webgym_common.agent.actions import format_action
 from webgym_common.agent.teacher import resolve_reference_action
 from webgym_common.config import Settings, get_settings

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from bench.machine import describe_machine
+from harness.machine import describe_machine
 from infra import stack
 from webgym_common.codec import Codec
 from webgym_common.config import Settings, get_settings

@@ -27,13 +27,13 @@ its action received) - the policy's fixed latency, p50 and p99 (it includes the 
 processor's own work: triage, prompt, MinIO put, table write, publish; and queueing
 once more episodes are in flight than the policy decides at once: `policy.max_inflight`
 is at most 256 per process). Then the outcome is counted from the topics themselves,
-read from the start with a plain consumer (tests/chaos: `read_events`, `tally`):
+read from the start with a plain consumer (harness: `read_events`, `tally`):
 episodes never completed or never scored are lost, completed or scored more than once
 are duplicated; a step with no action is a lost step, a step with more than one
 distinct ActionChosen a duplicated step. Notes under the table split the bus latency
 (observation publish, policy side, action back; step 0, which waits for the policy to
 have read its request, apart from the later steps) and give each process's CPU time;
---markdown appends the table and notes to a file (bench/report.py).
+--markdown appends the table and notes to a file (harness/report.py).
 
 The observations are kept small but realistic: 20 marks and their short aria tree
 (~2.3 KB Avro), no screenshot (there is no browser to take one; uploading would measure
@@ -46,13 +46,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -60,22 +61,21 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.machine import describe_machine
-from bench.report import append_markdown, markdown_table
-from bench.scale_counts import (
+from harness.delivery_counts import (
     StepCount,
     breakdown,
     count_steps,
-    cpu_seconds,
     delivery_notes,
     episode_outcomes,
     percentile,
 )
-from bench.synthetic import MARKS, Router, observation, synthetic_task
+from harness.launch import PipelineProcess
+from harness.machine import describe_machine
+from harness.outcomes import Tally
+from harness.report import append_markdown, markdown_table
+from harness.synthetic import MARKS, Router, observation, requests_for, synthetic_task
+from harness.topic_reads import read_events
 from infra import stack
-from tests.chaos.outcomes import Tally
-from tests.chaos.topics import read_events
-from tests.support.launch import PipelineProcess
 from webgym_common.choices import PolicyKind
 from webgym_common.config import Settings, get_settings
 from webgym_common.events import (
@@ -83,7 +83,6 @@ from webgym_common.events import (
     EpisodeCompleted,
     EpisodeRequested,
     EpisodeScored,
-    Task,
     utc_now,
 )
 from webgym_common.stream.admin import create_topics
@@ -217,12 +216,16 @@ async def wait_ready(procs: list[PipelineProcess]) -> None:
         await asyncio.sleep(0.3)
 
 
-def requests_for(prefix: str, n: int, steps: int, tasks: list[Task]) -> list[EpisodeRequested]:
-    deadline = utc_now() + timedelta(minutes=30)
-    return [EpisodeRequested(
-        episode_id=f"{prefix}-{i:04d}-{tasks[i % len(tasks)].task_id}",
-        task=tasks[i % len(tasks)], iteration=0, split="train", max_steps=steps,
-        deadline=deadline, policy_version="bench") for i in range(n)]
+def cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU time of a process (this one by default), from /proc; 0 if gone."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def run_level(base: Settings, episodes: int, opts: Options, progress: Progress) -> Level:

@@ -29,10 +29,10 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 from rich.console import Console
 
-from bench.machine import describe_machine
 from bench.policy_throughput import MARKS, TASK, pct
-from bench.report import append_markdown, console_table, markdown_table
 from bench.vllm_cpu_fit import wait_healthy
+from harness.machine import describe_machine
+from harness.report import append_markdown, console_table, markdown_table
 from infra import vllm_server
 from infra.procs import ManagedProcess, free_port
 from webgym_common.agent.actions import reply_regex

@@ -7,7 +7,7 @@ contexts and the evaluator (rules judge). For each number of envs N, N lanes run
 each `--episodes-per-env` sandbox tasks in turn (shop-001, wiki-001, shop-003: two browser
 steps and an answer each):
 
-- server: an AgentGym-style client (tests/support/agentgym_client.py) per lane over HTTP:
+- server: an AgentGym-style client (harness/agentgym_client.py) per lane over HTTP:
   create, reset, the reference actions as WebArena replies, stop (the server waits for the
   evaluator's reward), close;
 - direct: producers.drive_reference.drive, one episode at a time per lane (each call starts
@@ -32,13 +32,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench.machine import describe_machine
+from harness.agentgym_client import AgentGymClient, reference_reply
+from harness.launch import BrowserWorkerProcess, PipelineProcess
+from harness.machine import describe_machine
 from infra import stack
 from infra.procs import free_port
 from producers.catalog import load_tasks
 from producers.drive_reference import drive, episode_request
-from tests.support.agentgym_client import AgentGymClient, reference_reply
-from tests.support.launch import BrowserWorkerProcess, PipelineProcess
 from webgym_common.config import InfraSettings, Settings, load_settings
 from webgym_common.events import EpisodeScored
 from webgym_common.stream.admin import create_topics

@@ -5,7 +5,7 @@
 Starts the embedded stack with vLLM (CPU, SmolLM2-135M) if needed, a real model loader
 and a real vLLM policy process on fresh topics. `inflight` hand-fed episodes keep the
 policy deciding (each action answered by the next observation at once), as rollouts
-would. Each version is a real PEFT LoRA adapter (tests/support/lora.py) put into MinIO
+would. Each version is a real PEFT LoRA adapter (harness/lora.py) put into MinIO
 and published as a ModelVersion; measured per version: the loader's own load time (download,
 load_lora_adapter, listed by /v1/models), published -> ModelServed, ModelServed -> the
 first ActionChosen carrying "v<N>", and published -> that action (the p50 is the number).
@@ -28,11 +28,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench.machine import describe_machine
+from harness.launch import PipelineProcess
+from harness.lora import adapter_files, digests, upload
+from harness.machine import describe_machine
 from infra import stack
 from infra.vllm_server import model_dir
-from tests.support.launch import PipelineProcess
-from tests.support.lora import adapter_files, digests, upload
 from webgym_common.config import Settings, get_settings
 from webgym_common.events import (
     ActionChosen,

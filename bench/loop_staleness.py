@@ -23,7 +23,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench.machine import describe_machine
+from harness.machine import describe_machine
 from infra import pipeline, stack, trainer_env
 from producers.catalog import load_tasks
 from producers.controller.run import rollout

@@ -27,13 +27,13 @@ import httpx
 import typer
 from rich.console import Console
 
-from bench.machine import describe_machine
 from bench.policy_throughput import TASK
-from bench.report import append_markdown, console_table, markdown_table
 from bench.vllm_cpu_fit import wait_healthy
+from harness.lora import ALL_LINEAR, adapter_files
+from harness.machine import describe_machine
+from harness.report import append_markdown, console_table, markdown_table
 from infra import vllm_server
 from infra.procs import ManagedProcess, free_port
-from tests.support.lora import ALL_LINEAR, adapter_files
 from webgym_common.agent.prompts import EpisodeContext, build_messages
 from webgym_common.config import Settings, load_settings
 from webgym_common.events import Mark

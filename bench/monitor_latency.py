@@ -29,7 +29,7 @@ from playwright.async_api import async_playwright
 from rich.console import Console
 from rich.table import Table
 
-from bench.machine import describe_machine
+from harness.machine import describe_machine
 from infra import pipeline, stack
 from infra.procs import free_port
 from producers.catalog import load_tasks

@@ -24,9 +24,9 @@ from openai import AsyncOpenAI
 from rich.console import Console
 from rich.table import Table
 
-from bench.machine import describe_machine
+from harness.launch import PipelineProcess
+from harness.machine import describe_machine
 from infra import stack
-from tests.support.launch import PipelineProcess
 from webgym_common.agent.actions import reply_regex
 from webgym_common.agent.prompts import EpisodeContext, build_messages
 from webgym_common.config import Settings, get_settings

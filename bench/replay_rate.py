@@ -37,8 +37,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench.machine import describe_machine
-from bench.report import append_markdown, markdown_table
+from harness.machine import describe_machine
+from harness.report import append_markdown, markdown_table
 from infra import stack
 from processors.reprocess.agreement import Provenance
 from processors.reprocess.refilter import Filters, refilter

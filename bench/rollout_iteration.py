@@ -38,8 +38,8 @@ import typer
 from rich.console import Console
 
 from bench.direct import open_observed_page
-from bench.machine import cpu_seconds, cpu_used_since, describe_machine
-from bench.report import append_markdown, console_table, markdown_table
+from harness.machine import cpu_seconds, cpu_used_since, describe_machine
+from harness.report import append_markdown, console_table, markdown_table
 from infra import pipeline, stack
 from producers.browser.browser_pool import BrowserPool
 from producers.browser.execute import ActionFailed, execute
@@ -252,7 +252,7 @@ def main(tasks: int = 96, contexts: str = "8,16", latency: str = "0,0.5",
             "started) overlaps it."))
         append_markdown(markdown, markdown_table(
             "Rollout: CPU ms per step by process", command, ["latency", "contexts", *CPU_KINDS],
-            cpu_rows, "Read from /proc over the iteration (bench.machine.cpu_seconds); "
+            cpu_rows, "Read from /proc over the iteration (harness.machine.cpu_seconds); "
             "other = everything else on the machine, this bench's own process included."))
 
 

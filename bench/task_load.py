@@ -32,7 +32,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench.machine import describe_machine
+from harness.machine import describe_machine
 from infra import stack
 from infra.procs import free_port
 from producers.catalog import load_tasks

@@ -19,9 +19,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from bench.machine import describe_machine
 from consumers.trainer.llamafactory import RunFiles, write_run
 from consumers.trainer.run import Progress, train, train_env
+from harness.machine import describe_machine
 from infra import trainer_env, vllm_server
 from webgym_common.config import TrainerSettings, get_settings
 from webgym_common.events import ChatMessage, ReplaySample

@@ -26,8 +26,8 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.machine import describe_machine  # noqa: E402
 from bench.policy_throughput import MARKS, TASK  # noqa: E402
+from harness.machine import describe_machine  # noqa: E402
 from infra import vllm_server  # noqa: E402
 from infra.procs import ManagedProcess, free_port  # noqa: E402
 from webgym_common.agent.actions import reply_regex  # noqa: E402

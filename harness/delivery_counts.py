@@ -1,16 +1,14 @@
-"""What bench.bus_scale counts and how it sums it up: percentiles, lost and duplicated steps
-and episodes (from what was read back from the topics), where the bus time went, and a
-process's CPU time. Pure functions but `cpu_seconds`, unit-tested in tests/unit/bench."""
+"""What a bus run delivered and how it sums up: percentiles, lost and duplicated steps and
+episodes (from what was read back from the topics) and where the bus time went. Pure
+functions (bench.bus_scale counts with them)."""
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from tests.chaos.outcomes import Completion, Observed, Tally, tally
+from harness.outcomes import Completion, Observed, Tally, tally
 from webgym_common.events import EpisodeCompleted, EpisodeScored
 
 
@@ -91,18 +89,6 @@ def delivery_notes(t: Tally, steps: StepCount, limit: int = 3) -> list[str]:
     return out
 
 
-def cpu_seconds(pid: int | None = None) -> float:
-    """User + system CPU time of a process (this one by default), from /proc; 0 if gone."""
-    if pid is None:
-        t = os.times()
-        return t.user + t.system
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def breakdown(parts: list[tuple[float, float, float]]) -> str:
     """Where a step's bus time goes, p50 / p99 of each part (ms)."""
     names = ("observation published (acked)", "-> action made (policy, less its latency)",
@@ -110,6 +96,3 @@ def breakdown(parts: list[tuple[float, float, float]]) -> str:
     cells = [f"{n} {percentile((p[i] for p in parts), 0.5):.0f} / "
              f"{percentile((p[i] for p in parts), 0.99):.0f}" for i, n in enumerate(names)]
     return "p50 / p99 ms: " + ", ".join(cells)
-
-
-# -- the synthetic world ----------------------------------------------------------------

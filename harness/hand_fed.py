@@ -1,6 +1,6 @@
 """One episode fed by hand through the broker, as a policy would (tests, benchmarks).
 
-Test code: it asserts. Benchmarks import it from here too (run them with `python -m bench.X`).
+It asserts, as test code does.
 """
 
 from __future__ import annotations

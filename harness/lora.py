@@ -1,11 +1,11 @@
 """A real LoRA adapter (PEFT's format) for the local base model, made without a trainer.
 
-Test and benchmark code. It writes adapter_config.json and adapter_model.safetensors with
-seeded random lora_A/lora_B matrices on q_proj and v_proj of every layer (or on every
-linear layer, as the trainer's `lora_target: all` adapts them), shaped from the model's
-config.json, so vLLM loads it as it would a LLaMA-Factory adapter and greedy
-replies differ from the base model's. safetensors is written by hand (an 8-byte header
-length, a JSON header, the little-endian data): no torch in the main venv.
+It writes adapter_config.json and adapter_model.safetensors with seeded random
+lora_A/lora_B matrices on q_proj and v_proj of every layer (or on every linear layer, as
+the trainer's `lora_target: all` adapts them), shaped from the model's config.json, so
+vLLM loads it as it would a LLaMA-Factory adapter and greedy replies differ from the base
+model's. safetensors is written by hand (an 8-byte header length, a JSON header, the
+little-endian data): no torch in the main venv.
 """
 
 from __future__ import annotations

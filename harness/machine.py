@@ -1,4 +1,5 @@
-"""What machine a benchmark ran on: every bench prints this line first.
+"""What machine a benchmark ran on: every bench prints this line first, and its markdown
+tables carry it. And the CPU time the processes of a pipeline run used, per kind.
 
 Numbers taken on an AVX-512 machine and on an AVX2-only one differ several times
 over for the same vLLM server, so a number without its CPU is not a number.

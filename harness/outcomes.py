@@ -1,8 +1,10 @@
-"""What a chaos scenario left in the topics, and the verdict on it (pure functions).
+"""What a run left in the topics, and the verdict on it (pure functions): the chaos
+scenarios', the compose test's and the bus scale bench's.
 
-The harness reads the topics themselves (never the project's metrics as the truth) into
-`Observed`; `tally()` turns that into the table row. The rules, per requested episode
-(an id of IterationStarted or of any EpisodeRequested):
+A run's topics themselves (never the project's metrics as the truth) are read into
+`Observed` (tests/chaos/observe.py, bench.bus_scale); `tally()` turns that into the table
+row. The rules, per requested episode (an id of IterationStarted or of any
+EpisodeRequested):
 
 - lost: it has no EpisodeCompleted, or no EpisodeScored, by the end of the scenario;
 - duplicated: it has more than one EpisodeCompleted or more than one EpisodeScored;

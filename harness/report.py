@@ -6,7 +6,7 @@ Any bench can offer `--markdown PATH`:
     append_markdown(path, text)
 
 The block has a heading, the exact command, the date and the machine line
-(bench.machine.describe_machine()), then the table and optional notes; appending keeps
+(harness.machine.describe_machine()), then the table and optional notes; appending keeps
 earlier runs in the same file, newest last.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from bench.machine import describe_machine
+from harness.machine import describe_machine
 
 
 def _cell(value: str) -> str:

@@ -1,12 +1,14 @@
-"""The synthetic side of bench.bus_scale: a shop-like page (20 marks and their aria tree),
-tasks whose reference actions click them, the observations a browser worker would publish
-for them, and the router that hands each step's ActionChosen to the episode waiting for it.
+"""A synthetic shop world (bench.bus_scale runs in it): a shop-like page (20 marks and their
+aria tree), tasks whose reference actions click them, the requests a controller would
+publish for them, the observations a browser worker would publish, and the router that
+hands each step's ActionChosen to the episode waiting for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 
 from webgym_common.events import (
     ActionChosen,
@@ -17,6 +19,7 @@ from webgym_common.events import (
     StepObserved,
     Task,
     Viewport,
+    utc_now,
 )
 from webgym_common.stream.bus import EventConsumer
 
@@ -31,6 +34,7 @@ TREE = "\n".join(
        f'{m.height:.0f}]' for m in MARKS]
     + ['- main:', '  - paragraph: "Showing 1-24 of 311 products"'])
 
+
 def synthetic_task(n: int, steps: int) -> Task:
     """A shop task whose reference clicks `steps` links named on every page seen."""
     links = [m for m in MARKS if m.role == "link"]
@@ -39,6 +43,16 @@ def synthetic_task(n: int, steps: int) -> Task:
     return Task(task_id=f"bus-scale-{n}", task_name=f"Find product {n} on Gadget Depot",
                 domain="bench", website="http://127.0.0.1/shop/", difficulty=1,
                 definite_answer=f"{n}", reference_actions=refs, max_steps=steps)
+
+
+def requests_for(prefix: str, n: int, steps: int, tasks: list[Task]) -> list[EpisodeRequested]:
+    """`n` train episodes of `steps` steps over `tasks` in turn, as the controller requests
+    them (ids `<prefix>-0000-<task id>`, ...)."""
+    deadline = utc_now() + timedelta(minutes=30)
+    return [EpisodeRequested(
+        episode_id=f"{prefix}-{i:04d}-{tasks[i % len(tasks)].task_id}",
+        task=tasks[i % len(tasks)], iteration=0, split="train", max_steps=steps,
+        deadline=deadline, policy_version="bench") for i in range(n)]
 
 
 def observation(req: EpisodeRequested, step: int, worker: str, terminal: bool = False

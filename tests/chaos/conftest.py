@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from harness.outcomes import COLUMNS, markdown, row
 from infra import stack
 from tests.chaos.harness import RESULTS, Run
-from tests.chaos.outcomes import COLUMNS, markdown, row
 from tests.chaos.scenario import Options
 from tests.integration.conftest import stack_settings
 from webgym_common.config import Settings

@@ -10,10 +10,10 @@ import asyncio
 import os
 import signal
 
+from harness.outcomes import Moment, moment
 from infra import stack
 from infra.procs import ManagedProcess
 from tests.chaos.harness import Fault, Run
-from tests.chaos.outcomes import Moment, moment
 
 OUTAGE_S = 20.0
 

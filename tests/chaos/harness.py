@@ -17,8 +17,8 @@ and restarted without losing or double-counting an episode. A `Run` proves it en
    it left unfinished is reported as lost, never waited for;
 6. the verdict is read from the topics themselves (webgym.episodes, .control,
    .episodes.completed, .episodes.scored, .task-history, .metrics, .dlq) with a plain
-   consumer that dead-letters nothing, plus the sandbox's post counter (topics.py); the
-   rules are outcomes.py's. The scenario's tasks, options and settings: scenario.py.
+   consumer that dead-letters nothing, plus the sandbox's post counter (observe.py); the
+   rules are harness/outcomes.py's. The scenario's tasks, options and settings: scenario.py.
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.outcomes import Moment, Observed, Tally, tally
+from harness.launch import PipelineProcess
+from harness.outcomes import Moment, Observed, Tally, tally
+from harness.topic_reads import raw_consumer, wait_partitions
+from tests.chaos.observe import observe, sandbox_posts
 from tests.chaos.scenario import Options, all_tasks, chaos_settings
-from tests.chaos.topics import observe, raw_consumer, sandbox_posts, wait_partitions
-from tests.support.launch import PipelineProcess
 from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import Settings, settings_env
 from webgym_common.events import EpisodeCompleted

@@ -5,7 +5,7 @@
   browser private allowlist, so the URL policy would let a browser through: only the
   parser and the browser worker's refusal of an action the model is not offered stop it.
 - `read_seen()`: what the run's topics hold about it (requests, actions, observations,
-  completions), with the plain consumer of topics.py.
+  completions), with the plain consumer of harness/topic_reads.py.
 - `verdict()` (pure): episode -> what is wrong, and the summary notes. Wrong: an observation
   or a final URL at the target, a request the target received, an injected reply whose
   action is not what its parsing makes (Invalid from the product's parser, Visit from the
@@ -24,10 +24,10 @@ from types import TracebackType
 
 from aiohttp import web
 
+from harness.topic_reads import read_events
 from infra.procs import free_port
 from infra.sandbox.posts import EPISODE_HEADER
 from tests.chaos.harness import Run
-from tests.chaos.topics import read_events
 from tests.chaos.visit_policy import VISIT_ENV, injection
 from webgym_common.agent.actions import ActionKind
 from webgym_common.config import Settings

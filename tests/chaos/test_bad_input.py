@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 import pytest
 
+from harness.outcomes import Moment
+from harness.topic_reads import read_events
 from tests.chaos import bad_input
 from tests.chaos.harness import Run, assert_exactly_once, play
-from tests.chaos.outcomes import Moment
-from tests.chaos.topics import read_events
 from webgym_common.events import EpisodeCompleted, EpisodeScored, Task, TaskHistory
 from webgym_common.topics import Topic
 

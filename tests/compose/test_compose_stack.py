@@ -10,7 +10,7 @@ runs the policy teacher-forced. With WEBGYM_COMPOSE_REGISTRY=1 (a registry reach
 with WEBGYM_COMPOSE_VLLM=0 unless the host has a GPU) docker-compose.local.yml is left
 out: the broker is the main file's Redpanda and MinIO its registry image, so the broker
 kill checks Redpanda's own durability settings. The verdict uses the chaos suite's rules
-(tests/chaos/outcomes.py): per requested episode, one completion and one score, side
+(harness/outcomes.py): per requested episode, one completion and one score, side
 effects once, history and replay samples exact, no dead letters.
 """
 
@@ -30,15 +30,16 @@ import pytest
 import yaml
 from rich.console import Console
 
+from harness.outcomes import markdown, tally
+from harness.topic_reads import read_topic
 from infra import minio_users
 from infra.minio_users import password_variable
 from infra.procs import free_port
 from infra.sandbox.app import TASKS_FILE
 from infra.vllm_server import ensure_model
 from producers.catalog import run_tasks_load
-from tests.chaos.outcomes import markdown, tally
+from tests.chaos.observe import observe
 from tests.chaos.scenario import CHAOS_TASKS, Options, chaos_settings
-from tests.chaos.topics import observe, read_topic
 from tests.support.compose import ROOT, Compose, engine_problem
 from webgym_common.config import Settings, get_settings, settings_env
 from webgym_common.topics import Topic

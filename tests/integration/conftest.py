@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from harness.launch import BrowserWorkerProcess, PipelineProcess
 from infra import stack
 from infra.procs import free_port
-from tests.support.launch import BrowserWorkerProcess, PipelineProcess
 from webgym_common.config import InfraSettings, Settings, load_settings
 from webgym_common.stream.admin import create_topics
 from webgym_common.stream.bus import EventProducer

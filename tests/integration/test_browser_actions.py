@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from tests.support.hand_fed import HandFedEpisode, mark_index
-from tests.support.launch import BrowserWorkerProcess
+from harness.hand_fed import HandFedEpisode, mark_index
+from harness.launch import BrowserWorkerProcess
 from webgym_common.agent.actions import Mode
 from webgym_common.choices import Driver
 from webgym_common.config import Settings

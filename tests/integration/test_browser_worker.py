@@ -12,10 +12,10 @@ import aiohttp
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
+from harness.hand_fed import HandFedEpisode, mark_index, watch_episodes
+from harness.launch import BrowserWorkerProcess
 from infra.sandbox import hostile
 from producers.drive_reference import drive, episode_request
-from tests.support.hand_fed import HandFedEpisode, mark_index, watch_episodes
-from tests.support.launch import BrowserWorkerProcess
 from webgym_common.choices import Driver
 from webgym_common.config import Settings
 from webgym_common.events import CancelEpisode

@@ -218,7 +218,7 @@ async def test_an_aborted_transactions_records_are_no_ones_outcomes(
     the pipeline's consumers and the chaos suite's counter (which once counted it)."""
     from aiokafka import AIOKafkaProducer
 
-    from tests.chaos.topics import read_topic
+    from harness.topic_reads import read_topic
 
     name = topic_name(settings.kafka, Topic.EPISODES_SCORED)
     codec = Codec()

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from harness.launch import PipelineProcess
 from producers.catalog import load_task_catalog
 from producers.controller.demonstrations import build_bank
 from producers.controller.evaluate import BASELINE_EVAL_VERSION, evaluate_version
 from tests.integration.test_rollout import LINES, fast, load, write_tasks
-from tests.support.launch import PipelineProcess
 from webgym_common.choices import Split, Suite
 from webgym_common.config import Settings
 from webgym_common.demonstrations import BANK_ITERATION

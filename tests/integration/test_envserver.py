@@ -13,10 +13,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from harness.agentgym_client import AgentGymClient, reference_reply
+from harness.launch import PipelineProcess
 from infra.procs import free_port
 from producers.catalog import load_tasks
-from tests.support.agentgym_client import AgentGymClient, reference_reply
-from tests.support.launch import PipelineProcess
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted, EpisodeScored
 from webgym_common.stream.bus import EventProducer

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from harness.launch import PipelineProcess
 from producers.controller.evaluate import EVAL_ITERATION, evaluate_version
 from tests.integration.test_rollout import LINES, control, fast, load, write_tasks
-from tests.support.launch import PipelineProcess
 from webgym_common.choices import Split, Suite
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeRequested, EvaluationResult

@@ -12,6 +12,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from faust.types import TP
 
+from harness.launch import PipelineProcess
 from infra.procs import free_port
 from processors.evaluator.catchup import EndOffsets
 from producers.drive_reference import episode_request
@@ -23,7 +24,6 @@ from tests.support.evaluator import (
     scores_for,
     start_evaluator,
 )
-from harness.launch import PipelineProcess
 from webgym_common.agent.actions import format_action, parse_action
 from webgym_common.choices import JudgeKind
 from webgym_common.config import Settings

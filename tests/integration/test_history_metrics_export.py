@@ -17,9 +17,9 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
 from consumers.archiver import export_iteration
+from harness.launch import PipelineProcess
 from producers.catalog import load_task_catalog
 from tests.factories import sample_event
-from harness.launch import PipelineProcess
 from webgym_common.codec import read_container
 from webgym_common.config import Settings, settings_env
 from webgym_common.events import EpisodeScored, IterationClosed, TaskHistory, TrajectoryStep

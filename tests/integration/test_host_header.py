@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from harness.launch import PipelineProcess
 from infra.procs import free_port
-from tests.support.launch import PipelineProcess
 from webgym_common.config import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]

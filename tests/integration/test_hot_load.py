@@ -21,9 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.launch import PipelineProcess
+from harness.lora import adapter_files, digests, upload
 from infra.vllm_server import model_dir
-from tests.support.launch import PipelineProcess
-from tests.support.lora import adapter_files, digests, upload
 from webgym_common.config import Settings
 from webgym_common.events import (
     ActionChosen,

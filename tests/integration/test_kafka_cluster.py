@@ -20,11 +20,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from harness.launch import BrowserWorkerProcess, PipelineProcess
 from infra import kafka_broker, stack
 from infra.procs import ManagedProcess, free_port, free_port_block
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
-from tests.support.launch import BrowserWorkerProcess, PipelineProcess
 from webgym_common.choices import SamplingStrategy
 from webgym_common.config import InfraSettings, Settings, load_settings
 from webgym_common.events import EpisodeCompleted, EpisodeRequested, EpisodeScored

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from harness.launch import BrowserWorkerProcess, PipelineProcess
 from producers.catalog import run_tasks_load
 from producers.controller.run import rollout
-from tests.support.launch import BrowserWorkerProcess, PipelineProcess
 from webgym_common.choices import PolicyKind
 from webgym_common.config import Settings
 from webgym_common.events import (

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.launch import PipelineProcess
 from producers.drive_reference import DrivenEpisode, drive, episode_request
-from tests.support.launch import PipelineProcess
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, ReferenceAction, StepObserved, Task
 from webgym_common.stream.bus import EventProducer

@@ -14,11 +14,11 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser
 
+from harness.launch import PipelineProcess
 from infra.sandbox.tasks.miniwob_references import new_context, verify
 from infra.sandbox.tasks.miniwob_tasks import OUTPUT
 from producers.drive_reference import episode_request
 from tests.support.chromium import chromium
-from tests.support.launch import PipelineProcess
 from tests.support.sandbox import serving_sandbox
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted, EpisodeScored, Task

@@ -24,11 +24,11 @@ from playwright.async_api import Browser, Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from rich.console import Console
 
+from harness.launch import PipelineProcess
 from infra.procs import free_port
 from producers.catalog import load_tasks
 from producers.controller.run import rollout
 from tests.support.chromium import chromium
-from tests.support.launch import PipelineProcess
 from webgym_common.choices import SamplingStrategy
 from webgym_common.config import Settings
 from webgym_common.stream.bus import EventProducer

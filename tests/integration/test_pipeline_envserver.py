@@ -20,9 +20,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from harness.agentgym_client import reference_reply
 from infra.procs import free_port, pid_alive
 from producers.catalog import load_tasks
-from tests.support.agentgym_client import reference_reply
 from tests.support.pipeline_cli import pid_of, ready, row, webgym
 from webgym_common.config import Settings
 from webgym_common.stream.bus import EventProducer

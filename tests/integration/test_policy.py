@@ -17,6 +17,8 @@ import pytest
 from aiokafka import TopicPartition
 from faust.serializers import codecs
 
+from harness.hand_fed import watch_episodes
+from harness.launch import PipelineProcess
 from processors.policy.decisions import (
     action_event,
     decided,
@@ -27,9 +29,7 @@ from processors.policy.policies import Decision
 from processors.policy.replies import ParsedReply
 from processors.policy.waiting import now_ms
 from producers.drive_reference import episode_request
-from tests.support.hand_fed import watch_episodes
 from tests.support.hand_made import Episodes, partition_of
-from tests.support.launch import PipelineProcess
 from webgym_common.agent.actions import parse_action
 from webgym_common.config import Settings
 from webgym_common.events import (

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
+from harness.launch import PipelineProcess
 from processors.policy.policies import prompt_blob
 from processors.replay_buffer.app import replay_scored_episodes
 from tests.factories import sample_event
 from tests.support.catalog import made_task, publish_tasks, publish_train_tasks
-from tests.support.launch import PipelineProcess
 from webgym_common.agent.prompts import EpisodeContext, StepRecord, build_messages
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import (

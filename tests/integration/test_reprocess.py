@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from consumers.webgym_layout import export_range
+from harness.launch import PipelineProcess
 from processors.evaluator.reward import RULES_VERSION
 from processors.reprocess.refilter import Filters, refilter
 from processors.reprocess.rescore import score_episode
 from tests.support.evaluator import answered_tasks, publish_all
-from tests.support.launch import PipelineProcess
 from tests.unit.processors.reprocess.test_rescore import RULES, log_of
 from webgym_common.agent.actions import format_action, parse_action
 from webgym_common.codec import read_container

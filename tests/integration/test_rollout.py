@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.launch import PipelineProcess
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from producers.controller.run import rollout
-from tests.support.launch import PipelineProcess
 from webgym_common.choices import SamplingStrategy
 from webgym_common.config import Settings
 from webgym_common.events import (

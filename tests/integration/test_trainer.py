@@ -24,10 +24,10 @@ import pytest
 
 from consumers.trainer.control import train_control
 from consumers.trainer.llamafactory import run_id
+from harness.launch import PipelineProcess
 from infra import trainer_env
 from infra.vllm_server import model_dir
 from tests.support.catalog import publish_train_tasks
-from tests.support.launch import PipelineProcess
 from webgym_common.choices import TrainMode
 from webgym_common.config import Settings
 from webgym_common.demonstrations import BANK_ITERATION

@@ -21,12 +21,12 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Error as PlaywrightError
 
+from harness.hand_fed import HandFedEpisode
+from harness.launch import BrowserWorkerProcess
 from infra.procs import free_port
 from producers.browser import browser_pool
 from producers.browser.browser_pool import WEBRTC_ARGS, WS_POLICY_VIOLATION, BrowserPool
 from producers.browser.urlpolicy import UrlPolicy
-from tests.support.hand_fed import HandFedEpisode
-from tests.support.launch import BrowserWorkerProcess
 from tests.support.sandbox import serving_sandbox
 from webgym_common.choices import Driver
 from webgym_common.config import BrowserSettings, Settings

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.launch import PipelineProcess
+from harness.launch import PipelineProcess
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeRequested, EpisodeScored, Event, Task
 from webgym_common.stream.bus import EventConsumer, EventProducer

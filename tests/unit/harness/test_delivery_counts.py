@@ -1,6 +1,5 @@
-"""The bus scale bench's pure parts (bench.bus_scale, bench.scale_counts, bench.synthetic):
-percentiles, counting outcomes from the topics' events, and a synthetic world the teacher
-policy can act in."""
+"""harness/delivery_counts.py: percentiles, and lost and duplicated steps and episodes
+counted from the topics' events."""
 
 from __future__ import annotations
 
@@ -9,10 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bench.bus_scale import requests_for
-from bench.scale_counts import count_steps, delivery_notes, episode_outcomes, percentile
-from bench.synthetic import MARKS, observation, synthetic_task
-from webgym_common.agent.teacher import resolve_reference_action
+from harness.delivery_counts import count_steps, delivery_notes, episode_outcomes, percentile
 from webgym_common.events import EpisodeCompleted, EpisodeScored
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -77,18 +73,3 @@ def test_a_clean_run_has_no_delivery_notes() -> None:
     t = episode_outcomes({"a": "t"}, [completed("a")], [scored("a")])
     assert (t.lost, t.duplicated) == (0, 0)
     assert delivery_notes(t, count_steps([("a", 0, "x")], {"a": 1})) == []
-
-
-def test_the_teacher_can_play_every_step_of_a_synthetic_episode() -> None:
-    """Each reference action resolves to a Click on a mark of the synthetic page."""
-    for n in range(8):
-        task = synthetic_task(n, 6)
-        req = requests_for("p", 1, 6, [task])[0]
-        assert req.max_steps == 6 and len(task.reference_actions) == 6
-        for step, ref in enumerate(task.reference_actions):
-            obs = observation(req, step, "w")
-            action = resolve_reference_action(ref, obs.marks)
-            assert action.kind == "Click" and action.valid, action.error
-            assert action.element is not None and MARKS[action.element - 1].name == ref.name
-    last = observation(req, 6, "w", terminal=True)
-    assert last.terminal and last.step == 6

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.chaos.outcomes import (
+from harness.outcomes import (
     Completion,
     Observed,
     Tally,

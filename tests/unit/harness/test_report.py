@@ -1,4 +1,4 @@
-"""bench/report.py: a bench's table as markdown, appended to a file."""
+"""harness/report.py: a bench's table as markdown, appended to a file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.report import append_markdown, markdown_table
+from harness.report import append_markdown, markdown_table
 
 WHEN = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
 
