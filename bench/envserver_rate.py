@@ -47,7 +47,7 @@ from webgym_common.tasks import read_task_file
 from webgym_common.topics import Topic
 
 console = Console(width=140)
-SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+SANDBOX = Path("environments/tasks/sandbox_tasks.jsonl")
 TASK_IDS = ["shop-001", "wiki-001", "shop-003"]
 CONTEXTS = 16
 

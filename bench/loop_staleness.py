@@ -33,7 +33,7 @@ from webgym_common.stream.admin import create_topics
 from webgym_common.stream.bus import EventProducer
 
 console = Console()
-TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+TASKS_FILE = Path("environments/tasks/sandbox_tasks.jsonl")
 
 
 def mode_settings(base: Settings, k: int, max_steps: int, episode_minutes: float) -> Settings:

@@ -42,7 +42,7 @@ from webgym_common.stream.admin import create_topics
 from webgym_common.stream.bus import EventProducer
 
 console = Console()
-TASKS_FILE = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+TASKS_FILE = Path("environments/tasks/sandbox_tasks.jsonl")
 
 
 def pct(values: list[float], q: float) -> float:

@@ -20,10 +20,10 @@ import typer
 from rich.console import Console
 
 from bench.rollout_iteration import TASKS_FILE, PipelineRun, via_pipeline
+from environments.tasks.miniwob_tasks import OUTPUT as MINIWOB_TASKS
 from harness.machine import describe_machine
 from harness.report import append_markdown, console_table, markdown_table
 from infra import stack
-from infra.sandbox.tasks.miniwob_tasks import OUTPUT as MINIWOB_TASKS
 from webgym_common.choices import SettleMode
 from webgym_common.config import get_settings
 

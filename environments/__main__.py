@@ -1,10 +1,10 @@
-"""``python -m infra.sandbox --host 127.0.0.1 --port 8765``"""
+"""``python -m environments --host 127.0.0.1 --port 8765``"""
 
 from __future__ import annotations
 
 import argparse
 
-from infra.sandbox.app import main
+from environments.app import main
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Serve the offline sandbox web sites.")

@@ -1,7 +1,7 @@
 """The sandbox web server: every site under one aiohttp app, path-prefixed.
 
 Tasks refer to it as ``{sandbox}`` (e.g. ``{sandbox}/shop/``); the pipeline substitutes the
-base URL it started the server on. Every POST is counted per episode (infra.sandbox.posts,
+base URL it started the server on. Every POST is counted per episode (environments.posts,
 ``GET /__webgym/posts``).
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from infra.sandbox import (
+from environments import (
     forum,
     hostile,
     miniwob,
@@ -23,10 +23,10 @@ from infra.sandbox import (
     travel,
     wiki,
 )
-from infra.sandbox.layout import link, render
+from environments.layout import link, render
 
 TASKS_FILE = Path(__file__).parent / "tasks" / "sandbox_tasks.jsonl"
-# Template-generated suites with train / test / ood splits (infra/sandbox/tasks/generated).
+# Template-generated suites with train / test / ood splits (environments/tasks/generated).
 GENERATED_TASKS_FILE = Path(__file__).parent / "tasks" / "generated_tasks.jsonl"
 SITES = [
     ("/shop/", "Gadget Depot (shop)", "search, filters, product specs, cart and checkout"),

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from infra.sandbox import forum_data as data
-from infra.sandbox.layout import esc, link, notice, render, table, text_field, url
+from environments import forum_data as data
+from environments.layout import esc, link, notice, render, table, text_field, url
 
 BRAND = "Sandbox Q&A"
 COOKIE = "qa_session"

@@ -16,7 +16,7 @@ import contextlib
 
 from aiohttp import web
 
-from infra.sandbox.layout import link, render
+from environments.layout import link, render
 
 BRAND = "Sandbox hostile pages"
 NAV = [("/hostile/", "Hostile pages"), ("/", "All sandbox sites")]

@@ -33,7 +33,7 @@ import asyncio
 
 from aiohttp import web
 
-from infra.sandbox.layout import esc, link, render
+from environments.layout import esc, link, render
 
 BRAND = "Sandbox action playground"
 NAV = [("/playground/", "Playground"), ("/", "All sandbox sites")]

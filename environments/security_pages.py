@@ -22,7 +22,7 @@ from collections import Counter
 
 from aiohttp import WSMsgType, web
 
-from infra.sandbox.layout import render
+from environments.layout import render
 
 # run id -> via -> requests that arrived (module-level: the app is frozen once started).
 HITS: dict[str, Counter[str]] = {}

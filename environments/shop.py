@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from infra.sandbox import shop_data as data
-from infra.sandbox.layout import esc, link, money, notice, render, table, text_field, url
+from environments import shop_data as data
+from environments.layout import esc, link, money, notice, render, table, text_field, url
 
 BRAND = "Gadget Depot"
 NAV = [("/shop/", "Gadget Depot home"), ("/shop/cart", "Cart"), ("/", "All sandbox sites")]

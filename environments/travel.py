@@ -12,8 +12,8 @@ from datetime import date
 
 from aiohttp import web
 
-from infra.sandbox import travel_data as data
-from infra.sandbox.layout import esc, link, notice, render, table, text_field, url
+from environments import travel_data as data
+from environments.layout import esc, link, notice, render, table, text_field, url
 
 BRAND = "SandTrip"
 NAV = [("/travel/", "SandTrip home"), ("/travel/routes", "All routes"),

@@ -6,8 +6,8 @@ import re
 
 from aiohttp import web
 
-from infra.sandbox import wiki_data as data
-from infra.sandbox.layout import esc, link, render, table
+from environments import wiki_data as data
+from environments.layout import esc, link, render, table
 
 BRAND = "Sandpedia"
 NAV = [("/wiki/", "Main page"), ("/wiki/all", "All articles"), ("/", "All sandbox sites")]

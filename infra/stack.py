@@ -101,7 +101,7 @@ def _sandbox_component(settings: Settings) -> Component | None:
 
     import httpx
 
-    if importlib.util.find_spec("infra.sandbox.__main__") is None:
+    if importlib.util.find_spec("environments.__main__") is None:
         return None
 
     infra = settings.infra
@@ -120,7 +120,7 @@ def _sandbox_component(settings: Settings) -> Component | None:
         address=url,
         version=lambda: "webgym sandbox web",
         start=lambda proc: proc.start(
-            [sys.executable, "-m", "infra.sandbox", "--host", infra.host,
+            [sys.executable, "-m", "environments", "--host", infra.host,
              "--port", str(infra.sandbox_port)]
         ),
         healthy=healthy,

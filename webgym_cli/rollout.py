@@ -334,7 +334,7 @@ def drive_reference(
 ) -> None:
     """Run tasks end to end through Kafka, feeding their reference actions as ActionChosen.
 
-    Example: webgym drive --tasks infra/sandbox/tasks/sandbox_tasks.jsonl shop-001"""
+    Example: webgym drive --tasks environments/tasks/sandbox_tasks.jsonl shop-001"""
     from producers.drive_reference import drive, episode_request
     from webgym_common.stream.bus import EventProducer
     from webgym_common.tasks import read_task_file

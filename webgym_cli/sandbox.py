@@ -16,7 +16,7 @@ def sandbox_up(
     """Serve the sandbox web sites in the foreground (`infra up` runs them in the background).
 
     Example: webgym sandbox up --port 18080"""
-    from infra.sandbox.app import main as serve
+    from environments.app import main as serve
 
     settings = get_settings()
     serve(settings.infra.host, port or settings.infra.sandbox_port)

@@ -1,2 +1,2 @@
 """Task set for the sandbox web; regenerate the JSONL with
-``python -m infra.sandbox.tasks.build_tasks``."""
+``python -m environments.tasks.build_tasks``."""

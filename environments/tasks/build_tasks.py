@@ -1,6 +1,6 @@
 """Regenerate ``sandbox_tasks.jsonl`` (the hand-written tasks) and ``generated_tasks.jsonl``
-(the template-generated suites, see ``infra.sandbox.tasks.generators``):
-``python -m infra.sandbox.tasks.build_tasks``.
+(the template-generated suites, see ``environments.tasks.generators``):
+``python -m environments.tasks.build_tasks``.
 
 Answers are computed from the same data modules the sandbox server renders, so the files
 stay consistent with the sites as long as they are rebuilt after a data change.
@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infra.sandbox.tasks import forum_tasks, hostile_tasks, shop_tasks, travel_tasks, wiki_tasks
-from infra.sandbox.tasks.generators import splits
-from infra.sandbox.tasks.generators.build import generated_tasks
+from environments.tasks import forum_tasks, hostile_tasks, shop_tasks, travel_tasks, wiki_tasks
+from environments.tasks.generators import splits
+from environments.tasks.generators.build import generated_tasks
 from webgym_common.tasks import max_steps_for
 
 OUTPUT = Path(__file__).with_name("sandbox_tasks.jsonl")

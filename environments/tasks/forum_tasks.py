@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from infra.sandbox import forum_data as d
-from infra.sandbox.tasks.common import Action, answer, button, link, task, type_
+from environments import forum_data as d
+from environments.tasks.common import Action, answer, button, link, task, type_
 
 
 def _th(title: str) -> d.Thread:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.sandbox.tasks.common import answer, button, click, link, scroll_down, task, wait
+from environments.tasks.common import answer, button, click, link, scroll_down, task, wait
 
 _BLOCK_FACTS = [("Blocked", ["The page is an anti-bot or CAPTCHA wall that does not let the "
                              "visitor through"])]

@@ -1,6 +1,6 @@
 """Build the MiniWoB++ tasks' reference actions: solve each (environment, seed), verify, save.
 
-    python -m infra.sandbox.tasks.miniwob_references [--env ENV ...] [--concurrency N]
+    python -m environments.tasks.miniwob_references [--env ENV ...] [--concurrency N]
 
 Starts the sandbox and Chromium; for every MiniWoB task (miniwob_tasks.all_tasks) whose
 environment has a solver (miniwob_solvers.SOLVERS) it starts the page's episode with the
@@ -12,7 +12,7 @@ worker does it (webgym_common.agent.teacher resolves it; a click or fill on that
 each step against that page's marks; only a sequence after whose last step (and not before)
 the page says done with raw reward > 0 is kept. The kept ones go to
 `miniwob_references.json` ({task_id: [ReferenceAction, ...]}), which miniwob_tasks.py merges
-into the task lines (regenerate them afterwards: `python -m infra.sandbox.tasks.miniwob_tasks`).
+into the task lines (regenerate them afterwards: `python -m environments.tasks.miniwob_tasks`).
 `--env` rebuilds some environments and keeps the others' entries; `--missing` builds only the
 tasks the file has no reference for yet (new seeds). ~15 min for all on 2 cores.
 
@@ -43,11 +43,11 @@ from typing import Any
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from environments.app import start_sandbox
+from environments.tasks.miniwob_parse import Unsolvable
+from environments.tasks.miniwob_solvers import SOLVERS, Step
+from environments.tasks.miniwob_tasks import REFERENCES, all_tasks
 from infra.procs import free_port
-from infra.sandbox.app import start_sandbox
-from infra.sandbox.tasks.miniwob_parse import Unsolvable
-from infra.sandbox.tasks.miniwob_solvers import SOLVERS, Step
-from infra.sandbox.tasks.miniwob_tasks import REFERENCES, all_tasks
 from webgym_common.agent.actions import ActionKind
 from webgym_common.agent.marks import parse_marks
 from webgym_common.agent.teacher import resolve_reference_action

@@ -17,8 +17,8 @@ from typing import Any
 
 from playwright.async_api import Page
 
-from infra.sandbox.tasks import miniwob_parse as parse
-from infra.sandbox.tasks.miniwob_parse import Unsolvable
+from environments.tasks import miniwob_parse as parse
+from environments.tasks.miniwob_parse import Unsolvable
 
 
 @dataclass(frozen=True)

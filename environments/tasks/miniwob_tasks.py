@@ -1,6 +1,6 @@
 """MiniWoB++ as a task suite: one task per (environment, seed); the page scores itself.
 
-Regenerate ``miniwob_tasks.jsonl``: ``python -m infra.sandbox.tasks.miniwob_tasks``.
+Regenerate ``miniwob_tasks.jsonl``: ``python -m environments.tasks.miniwob_tasks``.
 
 Each line is a Task with `environment` {kind: miniwob, name, seed}: the browser worker
 starts the page's episode with that seed, the page writes the instruction (reported in the
@@ -17,7 +17,7 @@ again at what the bank already holds. Environments the action grammar cannot exp
 in UNSUPPORTED, with the reason, and never in the file.
 
 Reference actions (for teacher-forced demonstrations, `--demos`) come from
-`miniwob_references.json`, which `python -m infra.sandbox.tasks.miniwob_references` builds
+`miniwob_references.json`, which `python -m environments.tasks.miniwob_references` builds
 with scripted solvers and verifies in Chromium (coverage per environment: that module's
 docstring); a task without a verified sequence has none.
 """
@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infra.sandbox.miniwob import page_path
+from environments.miniwob import page_path
 from webgym_common.tasks import ROLLOUT_POOL
 
 OUTPUT = Path(__file__).with_name("miniwob_tasks.jsonl")

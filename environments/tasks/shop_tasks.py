@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.sandbox import shop_data as d
-from infra.sandbox.layout import money
-from infra.sandbox.tasks.common import (
+from environments import shop_data as d
+from environments.layout import money
+from environments.tasks.common import (
     Action,
     answer,
     button,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from infra.sandbox import travel_data as d
-from infra.sandbox.tasks.common import Action, answer, button, click, link, number, task, type_
+from environments import travel_data as d
+from environments.tasks.common import Action, answer, button, click, link, number, task, type_
 
 FLEX_LABEL = f"Flex fare (+€{d.FLEX_EXTRA} per passenger)"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from infra.sandbox import wiki_data as d
-from infra.sandbox.tasks.common import Action, answer, go_back, link, task, type_
+from environments import wiki_data as d
+from environments.tasks.common import Action, answer, go_back, link, task, type_
 
 
 def _f(title: str, label: str) -> str:

@@ -9,7 +9,7 @@ group's name over the group's tasks in task-id order, so it is the same on every
 machine, and independent of the catalog's order and of the other groups.
 
 `HELDOUT_PER_GROUP` sizes it per suite so a rate is worth reading: from the task files in
-infra/sandbox/tasks, MiniWoB++ test is 6 seeds x 22 environments = 132 tasks, 71 of them
+environments/tasks, MiniWoB++ test is 6 seeds x 22 environments = 132 tasks, 71 of them
 with a solution no train task has (the environments with one solution for every seed are
 held out nowhere; ood 6 x 5 = 30), and sandbox test 8 per template over its templates
 (117 tasks).

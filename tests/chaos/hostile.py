@@ -24,9 +24,9 @@ from types import TracebackType
 
 from aiohttp import web
 
+from environments.posts import EPISODE_HEADER
 from harness.topic_reads import read_events
 from infra.procs import free_port
-from infra.sandbox.posts import EPISODE_HEADER
 from tests.chaos.harness import Run
 from tests.chaos.visit_policy import VISIT_ENV, injection
 from webgym_common.agent.actions import ActionKind

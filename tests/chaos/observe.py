@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import httpx
 
+from environments.posts import POSTS_PATH, reference_posts
 from harness.outcomes import Completion, Observed
 from harness.topic_reads import read_events
-from infra.sandbox.posts import POSTS_PATH, reference_posts
 from processors.replay_buffer.decisions import sample_id, training_steps
 from tests.chaos.scenario import Options, all_tasks
 from webgym_common.config import Settings

@@ -12,8 +12,8 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from infra.sandbox.app import TASKS_FILE
-from infra.sandbox.tasks.common import answer, button, task
+from environments.app import TASKS_FILE
+from environments.tasks.common import answer, button, task
 from webgym_common.choices import PolicyKind, SamplingStrategy
 from webgym_common.config import Settings
 
@@ -33,7 +33,7 @@ def _hostile(task_id: str, page: str, actions: list[dict]) -> dict:
 
 
 # Chaos-only train tasks (not in the bank) whose start page is a hostile sandbox page
-# (infra/sandbox/hostile.py): a 10 MB title, a 1 MB URL and a 1 MB alert; a 50 MB tree.
+# (environments/hostile.py): a 10 MB title, a 1 MB URL and a 1 MB alert; a 50 MB tree.
 # None of their reference actions posts a form.
 HOSTILE_TASKS = {t["task_id"]: t for t in (
     _hostile("chaos-huge-title", "huge-title",

@@ -30,12 +30,12 @@ import pytest
 import yaml
 from rich.console import Console
 
+from environments.app import TASKS_FILE
 from harness.outcomes import markdown, tally
 from harness.topic_reads import read_topic
 from infra import minio_users
 from infra.minio_users import password_variable
 from infra.procs import free_port
-from infra.sandbox.app import TASKS_FILE
 from infra.vllm_server import ensure_model
 from producers.catalog import run_tasks_load
 from tests.chaos.observe import observe

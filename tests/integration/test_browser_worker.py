@@ -12,9 +12,9 @@ import aiohttp
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
+from environments import hostile
 from harness.hand_fed import HandFedEpisode, mark_index, watch_episodes
 from harness.launch import BrowserWorkerProcess
-from infra.sandbox import hostile
 from producers.drive_reference import drive, episode_request
 from webgym_common.choices import Driver
 from webgym_common.config import Settings
@@ -27,7 +27,7 @@ from webgym_common.tasks import read_task_file
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-TASKS, _ = read_task_file(Path("infra/sandbox/tasks/sandbox_tasks.jsonl"))
+TASKS, _ = read_task_file(Path("environments/tasks/sandbox_tasks.jsonl"))
 TASK = {t.task_id: t for t in TASKS}
 
 

@@ -34,7 +34,7 @@ from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic, topic_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+SANDBOX = Path("environments/tasks/sandbox_tasks.jsonl")
 RECORDS = 3000
 EPISODES = 24  # the iteration's episodes, over the short train tasks
 

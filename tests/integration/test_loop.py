@@ -39,7 +39,7 @@ from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+SANDBOX = Path("environments/tasks/sandbox_tasks.jsonl")
 EPISODES = 4
 ITERATIONS = 2
 

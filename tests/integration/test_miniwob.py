@@ -20,7 +20,7 @@ from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 TASKS = {t.task_id: t for t in read_task_file(
-    Path("infra/sandbox/tasks/miniwob_tasks.jsonl"))[0]}
+    Path("environments/tasks/miniwob_tasks.jsonl"))[0]}
 
 
 def scripted(task_id: str, *steps: ReferenceAction) -> Task:

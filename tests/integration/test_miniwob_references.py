@@ -2,7 +2,7 @@
 browser worker, the teacher-forcing policy process, the evaluator; one training task per
 covered environment, each solved with page reward > 0 and score 1), and replayed in
 Chromium on a deterministic subset (2 seeds per environment and split) the way the builder
-verified them (infra/sandbox/tasks/miniwob_references.py)."""
+verified them (environments/tasks/miniwob_references.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser
 
+from environments.tasks.miniwob_references import new_context, verify
+from environments.tasks.miniwob_tasks import OUTPUT
 from harness.launch import PipelineProcess
-from infra.sandbox.tasks.miniwob_references import new_context, verify
-from infra.sandbox.tasks.miniwob_tasks import OUTPUT
 from producers.drive_reference import episode_request
 from tests.support.chromium import chromium
 from tests.support.sandbox import serving_sandbox

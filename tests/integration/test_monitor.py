@@ -36,7 +36,7 @@ from webgym_common.stream.bus import EventProducer
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 
 SHOTS = os.environ.get("WEBGYM_MONITOR_SCREENSHOTS")
-SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+SANDBOX = Path("environments/tasks/sandbox_tasks.jsonl")
 LINES = {json.loads(x)["task_id"]: json.loads(x) for x in SANDBOX.read_text().splitlines()}
 EVIL = "<script>window.__pwned=1</script>"
 HOSTILE = {

@@ -29,7 +29,7 @@ from webgym_common.stream.bus import EventProducer
 from webgym_common.tasks import read_task_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+SANDBOX = Path("environments/tasks/sandbox_tasks.jsonl")
 TASKS, _ = read_task_file(SANDBOX)
 IDX = {t.task_id: i for i, t in enumerate(sorted(TASKS, key=lambda t: t.task_id))}
 TASK = next(t for t in TASKS if t.task_id == "shop-001")

@@ -52,7 +52,7 @@ from webgym_common.topics import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-TASKS, _ = read_task_file(Path("infra/sandbox/tasks/sandbox_tasks.jsonl"))
+TASKS, _ = read_task_file(Path("environments/tasks/sandbox_tasks.jsonl"))
 
 
 def pick(*prefixes: str, per_site: int = 2) -> list:

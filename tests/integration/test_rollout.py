@@ -26,7 +26,7 @@ from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+SANDBOX = Path("environments/tasks/sandbox_tasks.jsonl")
 LINES = {json.loads(x)["task_id"]: json.loads(x) for x in SANDBOX.read_text().splitlines()}
 # Easy train tasks (the leak guard lets each train), two steps and an answer each.
 GOOD = ["shop-003", "shop-004", "wiki-003", "wiki-004", "forum-003", "travel-001"]

@@ -19,7 +19,7 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, Request
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from infra.sandbox.app import GENERATED_TASKS_FILE, TASKS_FILE
+from environments.app import GENERATED_TASKS_FILE, TASKS_FILE
 from tests.support.chromium import chromium
 from tests.support.sandbox import serving_sandbox
 

@@ -22,7 +22,7 @@ from webgym_common.config import Settings
 from webgym_common.stream.bus import EventProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-SANDBOX = Path("infra/sandbox/tasks/sandbox_tasks.jsonl")
+SANDBOX = Path("environments/tasks/sandbox_tasks.jsonl")
 
 
 async def test_a_killed_process_is_restarted_and_down_stops_everything(

@@ -3,7 +3,7 @@ worker's navigations; and WebRTC, whose UDP no proxy carries, off.
 
 No request of these tests may reach a private or public address. The refused targets are
 127.0.0.2:<a port nothing listens on> and the sandbox itself under another name
-(`localhost:<its port>`), which counts what arrives (infra/sandbox/security_pages.py): a
+(`localhost:<its port>`), which counts what arrives (environments/security_pages.py): a
 count of 0 proves the request was refused before it was sent, not sent and failed.
 """
 

@@ -17,7 +17,7 @@ from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.tasks import read_task_file
 from webgym_common.topics import Topic
 
-TASKS = {t.task_id: t for t in read_task_file(Path("infra/sandbox/tasks/sandbox_tasks.jsonl"))[0]}
+TASKS = {t.task_id: t for t in read_task_file(Path("environments/tasks/sandbox_tasks.jsonl"))[0]}
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from environments.app import start_sandbox
 from infra.procs import free_port
-from infra.sandbox.app import start_sandbox
 
 
 @asynccontextmanager

@@ -8,7 +8,7 @@ from pathlib import Path
 from webgym_common.events import Task
 from webgym_common.tasks import read_task_file
 
-TASK_FILES = tuple(Path("infra/sandbox/tasks") / name for name in (
+TASK_FILES = tuple(Path("environments/tasks") / name for name in (
     "miniwob_tasks.jsonl", "generated_tasks.jsonl", "sandbox_tasks.jsonl"))
 
 

@@ -1,7 +1,7 @@
 """Set-of-marks: the numbered, interactive elements of a page's aria snapshot.
 
 Shared by the browser worker (producers/browser/observe.py, every observation) and the
-MiniWoB++ reference builder (infra/sandbox/tasks/miniwob_references.py), so a reference
+MiniWoB++ reference builder (environments/tasks/miniwob_references.py), so a reference
 step is checked against exactly the marks the teacher-forcing policy will see.
 """
 

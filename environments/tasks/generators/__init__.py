@@ -5,5 +5,5 @@ Each site module (shop_gen, wiki_gen, forum_gen, travel_gen) lists its templates
 data modules the server renders, so answers are computed, never typed in. `splits` decides
 train / validation / test (held-out entities) / ood (held-out templates), for the
 hand-written tasks too; `build` numbers the kept drafts and writes generated_tasks.jsonl
-(`python -m infra.sandbox.tasks.build_tasks` rebuilds it together with the hand-written file).
+(`python -m environments.tasks.build_tasks` rebuilds it together with the hand-written file).
 """

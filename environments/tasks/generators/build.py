@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from infra.sandbox.tasks.generators import forum_gen, shop_gen, splits, travel_gen, wiki_gen
-from infra.sandbox.tasks.generators.draft import Draft, to_record
+from environments.tasks.generators import forum_gen, shop_gen, splits, travel_gen, wiki_gen
+from environments.tasks.generators.draft import Draft, to_record
 from webgym_common.tasks import band_of
 
 TEMPLATES: list[Callable[[], list[Draft]]] = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from infra.sandbox.tasks.common import Action, task
+from environments.tasks.common import Action, task
 from webgym_common.choices import Split
 from webgym_common.tasks import max_steps_for
 

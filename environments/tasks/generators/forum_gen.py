@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from infra.sandbox import forum_data as d
-from infra.sandbox.tasks.common import Action, answer, button, link, type_
-from infra.sandbox.tasks.generators.draft import Draft
+from environments import forum_data as d
+from environments.tasks.common import Action, answer, button, link, type_
+from environments.tasks.generators.draft import Draft
 
 DEMO_USERS = sorted(d.PASSWORDS)  # alice, bob, carol: the accounts that can log in
 PUBLIC = [t for t in d.THREADS if t.board not in d.PRIVATE_BOARDS]

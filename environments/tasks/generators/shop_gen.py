@@ -7,10 +7,10 @@ import math
 import re
 from itertools import pairwise
 
-from infra.sandbox import shop_data as d
-from infra.sandbox.layout import money
-from infra.sandbox.tasks.common import Action, answer, button, link, number, type_
-from infra.sandbox.tasks.generators.draft import Draft
+from environments import shop_data as d
+from environments.layout import money
+from environments.tasks.common import Action, answer, button, link, number, type_
+from environments.tasks.generators.draft import Draft
 
 NOUN = {"laptops": "laptop", "phones": "phone", "headphones": "headphones",
         "cameras": "camera", "monitors": "monitor", "keyboards": "keyboard"}

@@ -48,7 +48,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from infra.sandbox import wiki_data
+from environments import wiki_data
 from webgym_common.choices import Split
 
 TEST_SHARE = 25  # percent of entities held out for the test split

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from infra.sandbox import travel_data as d
-from infra.sandbox.tasks.common import Action, answer, button, click, link, number, type_
-from infra.sandbox.tasks.generators.draft import Draft
+from environments import travel_data as d
+from environments.tasks.common import Action, answer, button, click, link, number, type_
+from environments.tasks.generators.draft import Draft
 
 ROUTES = [(o, t) for o in d.CITIES for t in d.CITIES if o != t]
 FLEX_LABEL = f"Flex fare (+€{d.FLEX_EXTRA} per passenger)"

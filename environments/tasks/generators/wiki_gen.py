@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from infra.sandbox import wiki_data as d
-from infra.sandbox.tasks.common import Action, answer, go_back, link, type_
-from infra.sandbox.tasks.generators.draft import Draft
+from environments import wiki_data as d
+from environments.tasks.common import Action, answer, go_back, link, type_
+from environments.tasks.generators.draft import Draft
 
 _ONE_LINK = re.compile(r"^\[\[([^\]|]+)\]\]$")
 # Plain (unlinked) infobox labels as a question names them.

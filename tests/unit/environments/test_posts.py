@@ -10,9 +10,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from infra.procs import free_port
-from infra.sandbox.app import TASKS_FILE, start_sandbox
-from infra.sandbox.posts import (
+from environments.app import TASKS_FILE, start_sandbox
+from environments.posts import (
     EPISODE_HEADER,
     POST_BUTTON_PREFIXES,
     POST_BUTTONS,
@@ -23,7 +22,8 @@ from infra.sandbox.posts import (
     PostCounter,
     reference_posts,
 )
-from infra.sandbox.tasks.build_tasks import written
+from environments.tasks.build_tasks import written
+from infra.procs import free_port
 
 TASKS = {t["task_id"]: t for t in map(json.loads, TASKS_FILE.read_text().splitlines())}
 # every hand-written task, those the split rule leaves out of the file too (build_tasks.MIXED)

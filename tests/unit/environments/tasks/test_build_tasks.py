@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from infra.sandbox import forum_data, shop_data, travel_data, wiki_data
-from infra.sandbox.app import GENERATED_TASKS_FILE, TASKS_FILE
-from infra.sandbox.tasks.build_tasks import MIXED, all_tasks, written
-from infra.sandbox.tasks.generators import splits
+from environments import forum_data, shop_data, travel_data, wiki_data
+from environments.app import GENERATED_TASKS_FILE, TASKS_FILE
+from environments.tasks.build_tasks import MIXED, all_tasks, written
+from environments.tasks.generators import splits
 from webgym_common.choices import Split
 from webgym_common.tasks import band_of, max_steps_for, parse_task_line
 

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from infra.sandbox.tasks import miniwob_parse as parse
-from infra.sandbox.tasks.miniwob_parse import Unsolvable
-from infra.sandbox.tasks.miniwob_references import coverage, dump, reference
-from infra.sandbox.tasks.miniwob_solvers import SOLVERS, Step
-from infra.sandbox.tasks.miniwob_tasks import (
+from environments.tasks import miniwob_parse as parse
+from environments.tasks.miniwob_parse import Unsolvable
+from environments.tasks.miniwob_references import coverage, dump, reference
+from environments.tasks.miniwob_solvers import SOLVERS, Step
+from environments.tasks.miniwob_tasks import (
     OOD,
     SUPPORTED,
     all_tasks,

@@ -12,10 +12,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from infra.procs import free_port
-from infra.sandbox.app import start_sandbox
-from infra.sandbox.miniwob import html_dir, page_path
-from infra.sandbox.tasks.miniwob_tasks import (
+from environments.app import start_sandbox
+from environments.miniwob import html_dir, page_path
+from environments.tasks.miniwob_tasks import (
     ONE_SOLUTION,
     OOD,
     OUTPUT,
@@ -28,6 +27,7 @@ from infra.sandbox.tasks.miniwob_tasks import (
     all_tasks,
     load_references,
 )
+from infra.procs import free_port
 from webgym_common.choices import Split, Suite
 from webgym_common.tasks import band_of, in_rollout_pool, in_split, read_task_file, suite_of
 
@@ -36,7 +36,7 @@ TASKS, BAD = read_task_file(OUTPUT)
 
 def test_the_file_is_up_to_date_and_loads_without_bad_lines() -> None:
     lines = [json.loads(ln) for ln in OUTPUT.read_text(encoding="utf-8").splitlines()]
-    assert lines == all_tasks(), "stale: python -m infra.sandbox.tasks.miniwob_tasks"
+    assert lines == all_tasks(), "stale: python -m environments.tasks.miniwob_tasks"
     assert not BAD and len(TASKS) == len(lines)
     assert len({t.task_id for t in TASKS}) == len(TASKS)
 

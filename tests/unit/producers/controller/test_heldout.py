@@ -18,7 +18,7 @@ from webgym_common.events import PageEnvironment, Task
 from webgym_common.leaks import novel_solution, train_solutions
 from webgym_common.tasks import group_of, read_task_file
 
-TASKS = Path("infra/sandbox/tasks")
+TASKS = Path("environments/tasks")
 
 
 def miniwob(env: str, seed: int, split: str = "test") -> Task:

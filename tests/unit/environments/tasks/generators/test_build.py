@@ -10,9 +10,9 @@ import re
 from collections import Counter
 from typing import Any
 
-from infra.sandbox.app import GENERATED_TASKS_FILE
-from infra.sandbox.tasks.generators import splits
-from infra.sandbox.tasks.generators.build import generated_tasks, summary_table
+from environments.app import GENERATED_TASKS_FILE
+from environments.tasks.generators import splits
+from environments.tasks.generators.build import generated_tasks, summary_table
 from webgym_common.choices import Split, Suite
 from webgym_common.tasks import band_of, max_steps_for, parse_task_line, read_task_file, suite_of
 
@@ -21,7 +21,7 @@ TASKS: list[dict[str, Any]] = [json.loads(ln) for ln in LINES]
 SITES = {"sandbox-shop", "sandbox-wiki", "sandbox-forum", "sandbox-travel"}
 BANDS = {"easy", "medium", "hard"}
 ENTITY_KINDS = {"product", "article", "thread", "route", "member"}
-README = GENERATED_TASKS_FILE.parents[1] / "README.md"  # infra/sandbox/README.md
+README = GENERATED_TASKS_FILE.parents[1] / "README.md"  # environments/README.md
 
 
 def _of(split: str) -> list[dict[str, Any]]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from infra.sandbox import wiki_data
-from infra.sandbox.tasks.generators import splits
+from environments import wiki_data
+from environments.tasks.generators import splits
 from webgym_common.choices import Split
 
 TEST = "product:Cobalt Pulse 311"  # a held-out entity (sha256-based: stable across runs)
