@@ -23,11 +23,7 @@ def _console() -> Console:
 
 
 console = _console()
-SANDBOX_TASKS = "environments/tasks/sandbox_tasks.jsonl"
-# What `webgym run` loads: the hand-written sandbox tasks, the generated ones and MiniWoB++
-# (each line with its split: train, validation, test or ood).
-RUN_TASKS = (SANDBOX_TASKS, "environments/tasks/generated_tasks.jsonl",
-             "environments/tasks/miniwob_tasks.jsonl")
+
 
 
 def _is_known_failure(err: Exception) -> bool:

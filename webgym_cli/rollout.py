@@ -11,15 +11,10 @@ from rich.panel import Panel
 from rich.progress import Progress
 from rich.table import Table
 
-from webgym_cli.common import (
-    RUN_TASKS,
-    SANDBOX_TASKS,
-    console,
-    one_line_errors,
-    settings_with,
-)
+from webgym_cli.common import console, one_line_errors, settings_with
 from webgym_common.choices import Driver, PolicyKind, SamplingStrategy, Split, Suite, TrainPool
 from webgym_common.config import Settings, TrainerSettings, get_settings
+from webgym_common.config.pipeline import SANDBOX_TASKS
 from webgym_common.events import RolloutMetrics
 
 app = typer.Typer()
@@ -75,10 +70,10 @@ def run(
         5, help="Held-out tasks per MiniWoB++ environment (the fixed, stratified set: 110 "
         "test tasks; webgym curve runs 6)."),
     eval_max_steps: int = typer.Option(6, help="Caps each held-out episode's steps."),
-    tasks: list[Path] = typer.Option(
-        [Path(f) for f in RUN_TASKS], "--tasks", exists=True, dir_okay=False,
-        help="Task files to load (default: the sandbox's hand-written and generated tasks "
-        "and MiniWoB++)."),
+    tasks: list[Path] | None = typer.Option(
+        None, "--tasks", exists=True, dir_okay=False,
+        help="Task files to load (default: WEBGYM_ROLLOUT__TASK_FILES, the sandbox's "
+        "hand-written and generated tasks and MiniWoB++)."),
     model: Path | None = typer.Option(
         None, "--model", exists=True, file_okay=False,
         help="A Hugging Face model directory to serve and train instead of SmolLM2-135M "
@@ -106,7 +101,8 @@ def run(
                              trainer={"max_staleness": max_staleness, "max_steps": train_steps,
                                       "run_timeout_s": run_timeout_s(train_steps)},
                              vllm={"model": str(model) if model else None})
-    _main_job(settings, tasks, monitor, bank, [Suite.MINIWOB], tasks_per_iteration,
+    _main_job(settings, tasks or list(settings.rollout.task_files), monitor, bank,
+              [Suite.MINIWOB], tasks_per_iteration,
               iterations, None)
 
 
@@ -192,7 +188,7 @@ def curve(
                              vllm={"model": str(model) if model else None})
     out = out or Path(settings.infra.data_dir) / "evaluations" / "curve"
     suites: list[Suite] = [Suite.MINIWOB, Suite.SANDBOX] if suite == Suite.ALL else [suite]
-    _main_job(settings, [Path(f) for f in RUN_TASKS], False, bank, suites,
+    _main_job(settings, list(settings.rollout.task_files), False, bank, suites,
               tasks_per_iteration, iterations, out, from_scratch=True, control=control)
 
 
@@ -329,7 +325,7 @@ async def _build_bank(settings: Settings, limit: int, suites: list[Suite]) -> No
 @one_line_errors
 def drive_reference(
     task_ids: list[str] = typer.Argument(None, help="Task ids (default: every task in the file)."),
-    tasks_file: Path = typer.Option(Path(SANDBOX_TASKS), "--tasks", help="JSONL task file."),
+    tasks_file: Path = typer.Option(SANDBOX_TASKS, "--tasks", help="JSONL task file."),
     timeout_s: float = typer.Option(300.0, "--timeout", help="Seconds for all episodes."),
 ) -> None:
     """Run tasks end to end through Kafka, feeding their reference actions as ActionChosen.

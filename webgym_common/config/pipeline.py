@@ -24,7 +24,12 @@ from webgym_common.choices import (
     TrainPrecision,
     TrainTrigger,
 )
+from webgym_common.config.stack import PROJECT_ROOT
 from webgym_common.versions import MODEL_NAME
+
+# The task suites that ship with the project (environments/tasks), each line with its split.
+TASKS_DIR = PROJECT_ROOT / "environments" / "tasks"
+SANDBOX_TASKS = TASKS_DIR / "sandbox_tasks.jsonl"
 
 
 class BrowserSettings(BaseModel):
@@ -237,6 +242,10 @@ class RolloutSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     strategy: SamplingStrategy = SamplingStrategy.ATTEMPT
+    # What `webgym run` and `webgym curve` load: the hand-written sandbox tasks, the
+    # generated ones and MiniWoB++.
+    task_files: tuple[Path, ...] = (SANDBOX_TASKS, TASKS_DIR / "generated_tasks.jsonl",
+                                    TASKS_DIR / "miniwob_tasks.jsonl")
     # Group sampling (GRPO-style): each drawn training task runs this many times in one
     # iteration, so the reward filter sees successes and failures of the same task.
     attempts_per_task: int = Field(1, ge=1, le=64)
