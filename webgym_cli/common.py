@@ -29,11 +29,12 @@ console = _console()
 def _is_known_failure(err: Exception) -> bool:
     # Imported only once something failed, so no command pays for the others' layers.
     from infra.procs import InfraError
+    from producers.controller.main_job import LogNotEmpty
     from webgym_common.config.stack_secrets import SecretsFileError
     from webgym_common.objectstore import ObjectStoreError
 
     return isinstance(err, InfraError | SettingsError | SecretsFileError | ObjectStoreError
-                      | TimeoutError)
+                      | LogNotEmpty | TimeoutError)
 
 
 def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.panel import Panel
 from rich.progress import Progress
 from rich.table import Table
 
@@ -15,7 +14,6 @@ from webgym_cli.common import console, one_line_errors, settings_with
 from webgym_common.choices import Driver, PolicyKind, SamplingStrategy, Split, Suite, TrainPool
 from webgym_common.config import Settings, TrainerSettings, get_settings
 from webgym_common.config.pipeline import SANDBOX_TASKS
-from webgym_common.events import RolloutMetrics
 
 app = typer.Typer()
 
@@ -196,129 +194,38 @@ def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
               bank_suites: list[Suite], tasks_per_iteration: int, iterations: int,
               report_dir: Path | None, from_scratch: bool = False,
               control: bool = False) -> None:
-    """Stack, topics, tasks, pipeline (and monitor), the bank, the loop, the export; with
-    `control`, the bank-only control and the report again with it.
+    """The controller's main job (producers.controller.main_job) with the stack, the
+    processes and the export it needs from infra and consumers."""
+    from producers.controller.main_job import MainJob, run_main_job
 
-    The loop resumes whatever the log holds (an earlier run's iterations and versions);
-    `from_scratch` (the learning curve, which must start at v0) refuses such a log."""
+    job = MainJob(tasks, bank, bank_suites, tasks_per_iteration, iterations, report_dir,
+                  monitor=monitor, from_scratch=from_scratch, control=control)
+    asyncio.run(run_main_job(settings, job, _services(), console))
+
+
+def _services() -> Any:
     from consumers.archiver import export_iteration
-    from infra import pipeline, stack
-    from infra.procs import InfraError
-    from producers.catalog import run_tasks_load
-    from producers.controller.run import rollout
-    from webgym_common.stream.admin import create_topics
-
-    train, with_vllm = settings.rollout.train, settings.policy.kind == PolicyKind.VLLM
-    if train:
-        from infra import trainer_env
-        with console.status("preparing LLaMA-Factory's venv (cached; first time: minutes)"):
-            trainer_env.prepare(settings)
-    with console.status("starting the embedded stack") as status:
-        asyncio.run(stack.up(settings, on_step=status.update,
-                             with_vllm=with_vllm))
-        status.update("creating topics")
-        asyncio.run(create_topics(settings))
-        if from_scratch:
-            asyncio.run(_require_an_empty_log(settings))
-    for path in tasks:
-        asyncio.run(run_tasks_load(settings, path, console))
-    with console.status("starting the pipeline processes"):
-        asyncio.run(pipeline.up(settings))
-    url = None
-    if monitor:
-        with console.status("starting the monitor"):
-            try:
-                url = asyncio.run(pipeline.start_monitor(settings))
-                console.print(f"monitor: {url} (watch the iterations live)")
-            except InfraError as err:  # the run does not need it
-                console.print(f"[yellow]monitor not started:[/yellow] {err}")
-    if bank and train:
-        asyncio.run(_build_bank(settings, bank, bank_suites))
-    metrics = asyncio.run(rollout(settings, "train", tasks_per_iteration, iterations, console,
-                                  report_dir))
-    if control and train and metrics:
-        asyncio.run(_control(settings, report_dir, metrics))
-    exports = []
-    for m in metrics:
-        result = asyncio.run(export_iteration(settings, m.iteration))
-        exports.append(result.path)
-        console.print(f"exported {result.episodes} episodes of iteration {m.iteration} "
-                      f"to {result.path}")
-    running = [r.name for r in pipeline.status(settings) if r.pid is not None]
-    console.print(Panel("\n".join(closing_lines(settings, report_dir, exports, url, running)),
-                        title="what ran, where it is, how to stop it", expand=False))
-
-
-def closing_lines(settings: Settings, report_dir: Path | None, exports: list[Path],
-                  monitor_url: str | None, running: list[str]) -> list[str]:
-    """The end of the main job: where its results are and what it leaves running."""
-    from webgym_common.metrics.storage import default_csv_path
-
-    data = Path(settings.infra.data_dir)
-    lines = [f"held-out report: {report_dir or data / 'evaluations'} (curve.csv, per_task.csv, "
-             "per_group.csv, curve.png)",
-             f"metrics: {default_csv_path(settings)} (and its PNG)"]
-    if exports:
-        lines.append(f"trajectories: {exports[0].parent}/ ({len(exports)} iteration files)")
-    if monitor_url:
-        lines.append(f"monitor: {monitor_url} (still serving)")
-    stack = "Kafka, MinIO, the sandbox web" + (", vLLM" if settings.policy.kind ==
-                                               PolicyKind.VLLM else "")
-    lines += [f"still running: {stack}; pipeline: {', '.join(running) or 'nothing'}"
-              + (", monitor" if monitor_url else ""),
-              "stop everything: .venv/bin/webgym down"]
-    return lines
-
-
-async def _require_an_empty_log(settings: Settings) -> None:
-    from producers.controller.rollout import next_iteration, served_now
-    from webgym_common.stream.bus import EventProducer
-
-    async with EventProducer(settings, client_id="controller") as producer:
-        iteration = await next_iteration(settings, producer, Split.TRAIN.value)
-        served = await served_now(settings, producer)
-    if iteration or served:
-        raise typer.BadParameter(
-            f"the log in {settings.infra.data_dir} already holds {iteration} iterations and "
-            f"serves v{served}: a learning curve starts from v0. Run it on a fresh data dir "
-            "(`webgym down`, then WEBGYM_INFRA__DATA_DIR=/some/new/dir webgym curve ...)")
-
-
-async def _control(settings: Settings, report_dir: Path | None,
-                   metrics: list[RolloutMetrics]) -> None:
-    """The bank-only control trained, served, evaluated like a version, then the report."""
     from consumers.trainer.control import train_control
-    from infra import trainer_env
-    from producers.controller.rollout import served_now, wait_for_version
-    from producers.controller.run import evaluate_once, evaluated_versions, loop_report
-    from webgym_common.stream.bus import EventProducer
-    from webgym_common.versions import CONTROL_EVAL_OFFSET, control_model
+    from infra import pipeline, stack, trainer_env
+    from producers.controller.main_job import Services
 
-    venv, base = trainer_env.prepare(settings), trainer_env.base_model(settings)
-    with console.status("the bank-only control: a LoRA run from v1 on the bank alone "
-                        "(progress on webgym.training and the monitor)"):
-        version = await train_control(settings, venv, base)
-    line = settings.model_copy(update={"trainer": settings.trainer.model_copy(
-        update={"model_name": control_model(settings.trainer.model_name)})})
-    control = CONTROL_EVAL_OFFSET + version.version
-    async with EventProducer(settings, client_id="controller") as producer:
-        with console.status("waiting for vLLM to serve the control") as status:
-            await wait_for_version(line, producer, version.version, status.update)
-        await evaluate_once(settings, producer, control, console)
-        versions = [*evaluated_versions(settings, await served_now(settings, producer)), control]
-        await loop_report(settings, producer, versions, {m.iteration: m for m in metrics},
-                          report_dir, console)
+    async def stack_up(settings: Settings, on_step: Any) -> None:
+        await stack.up(settings, on_step=on_step,
+                       with_vllm=settings.policy.kind == PolicyKind.VLLM)
 
+    async def control(settings: Settings) -> Any:
+        venv, base = trainer_env.prepare(settings), trainer_env.base_model(settings)
+        return await train_control(settings, venv, base)
 
-async def _build_bank(settings: Settings, limit: int, suites: list[Suite]) -> None:
-    from producers.controller.demonstrations import build_bank
-    from webgym_common.stream.bus import EventProducer
+    async def export(settings: Settings, iteration: int) -> tuple[int, Path]:
+        result = await export_iteration(settings, iteration)
+        return result.episodes, result.path
 
-    async with EventProducer(settings, client_id="demonstration-bank") as producer:
-        result = await build_bank(settings, producer, console, suites=suites, limit=limit)
-    console.print(f"demonstration bank {result.prompt_version}: {result.solved}/"
-                  f"{result.episodes} reference episodes solved, {result.steps} steps",
-                  highlight=False)
+    return Services(
+        prepare_trainer=trainer_env.prepare, stack_up=stack_up, pipeline_up=pipeline.up,
+        start_monitor=pipeline.start_monitor, train_control=control, export_iteration=export,
+        running=lambda settings: [r.name for r in pipeline.status(settings)
+                                  if r.pid is not None])
 
 
 @app.command("drive")

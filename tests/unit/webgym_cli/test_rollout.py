@@ -40,25 +40,6 @@ def test_a_model_that_is_not_a_directory_is_a_usage_error(
     assert result.exit_code == 2 and not jobs
 
 
-def test_the_main_job_ends_naming_its_results_what_still_runs_and_how_to_stop_it(
-    tmp_path: Path,
-) -> None:
-    from webgym_common.config import load_settings
-
-    settings = load_settings(infra={"data_dir": str(tmp_path)}, policy={"kind": "vllm"})
-    lines = rollout.closing_lines(settings, None, [tmp_path / "export" / "it0.avro"],
-                                  "http://127.0.0.1:18780/", ["browser", "policy", "trainer"])
-    text = "\n".join(lines)
-    assert f"{tmp_path / 'evaluations'}" in text and "metrics.csv" in text
-    assert f"trajectories: {tmp_path / 'export'}/ (1 iteration files)" in text
-    assert "monitor: http://127.0.0.1:18780/" in text
-    assert "vLLM" in text and "browser, policy, trainer, monitor" in text
-    assert lines[-1] == "stop everything: .venv/bin/webgym down"
-    teacher = rollout.closing_lines(load_settings(policy={"kind": "teacher"}), tmp_path, [],
-                                    None, [])
-    assert "vLLM" not in "\n".join(teacher) and "pipeline: nothing" in "\n".join(teacher)
-
-
 def test_the_curve_by_default_is_the_measured_miniwob_recipe(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
