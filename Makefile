@@ -36,7 +36,7 @@ lint: install
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports
 	.venv/bin/mypy
-	.venv/bin/python -m webgym_common.codegen --check
+	.venv/bin/python -m devtools.codegen --check
 
 bench: install
 	.venv/bin/python -m bench

@@ -1,6 +1,6 @@
 """The hand-written base of the generated event classes in webgym_common/events/.
 
-The events package is generated from schemas/*.avsc by `python -m webgym_common.codegen`;
+The events package is generated from schemas/*.avsc by `python -m devtools.codegen`;
 what every event shares (the base classes and the id/timestamp factories) lives
 here so the generated modules hold only shapes.
 """

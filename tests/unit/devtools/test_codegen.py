@@ -11,7 +11,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pytest
 from pydantic import BaseModel
 
-from webgym_common import codegen, events
+from devtools import codegen
+from webgym_common import events
 from webgym_common.eventbase import AvroRecord, Event, utc_now
 from webgym_common.schemas import SCHEMA_DIR, default_schema_set, load_schema_set
 
@@ -29,7 +30,7 @@ def _committed() -> dict[str, str]:
 def test_committed_package_is_what_the_schemas_give() -> None:
     expected = codegen.render(load_schema_set(SCHEMA_DIR))
     assert _committed() == expected, (
-        "webgym_common/events/ is stale: run .venv/bin/python -m webgym_common.codegen"
+        "webgym_common/events/ is stale: run .venv/bin/python -m devtools.codegen"
     )
 
 

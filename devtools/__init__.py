@@ -1,0 +1,1 @@
+"""Developer tools: what a contributor runs, never the pipeline (the events generator)."""
