@@ -34,6 +34,7 @@ class PageTextCaps:
     error: int = 2048  # StepObserved.error (an action's failure quotes the page or the action)
     instruction: int = 2048  # the task as a self-scoring page wrote it
     reason: int = 2048  # EpisodeCompleted.reason (a page's own done reason, a crash message)
+    answer: int = 2048  # EpisodeCompleted.answer (an external driver's answer has no bound)
     tree: int = 256 * 1024  # the aria snapshot; the marks are read from what is kept
     mark_name: int = 500  # one element's name (the prompt shows 80 of it)
     note: int = 500  # a dialog's message or a download's file name, inside the effect

@@ -54,7 +54,8 @@ def completion_event(session: EpisodeSession, ending: Ending, worker_id: str) ->
     return EpisodeCompleted(
         episode_id=session.episode_id, task_id=req.task.task_id, iteration=req.iteration,
         split=req.split, steps=session.step, termination=ending.termination,
-        answer=ending.answer, reason=cut_or_none(ending.reason, CAPS.reason),
+        answer=cut_or_none(ending.answer, CAPS.answer),
+        reason=cut_or_none(ending.reason, CAPS.reason),
         final_url=cut(session.page.url, CAPS.url) if session.page else None,
         started_at=datetime.fromtimestamp(session.started_at, UTC), worker_id=worker_id,
         page_reward=ending.page_reward,

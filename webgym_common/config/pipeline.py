@@ -27,6 +27,7 @@ from webgym_common.choices import (
 from webgym_common.config.stack import PROJECT_ROOT
 from webgym_common.versions import MODEL_NAME
 
+MAX_MARKS = 500
 # The task suites that ship with the project (environments/tasks), each line with its split.
 TASKS_DIR = PROJECT_ROOT / "environments" / "tasks"
 SANDBOX_TASKS = TASKS_DIR / "sandbox_tasks.jsonl"
@@ -59,7 +60,9 @@ class BrowserSettings(BaseModel):
     settle_max_s: float = Field(2.0, ge=0, description="the longest page-driven settle")
     settle_s: float = Field(0.3, ge=0, description="the fixed settle's sleep")
     wait_action_s: float = Field(5.0, ge=0, description="how long the Wait action waits")
-    max_marks: int = Field(300, ge=1)
+    # Bounded so that an observation with every mark's name at its cap still fits Kafka's
+    # request size (a unit test adds up that worst case at this bound).
+    max_marks: int = Field(300, ge=1, le=MAX_MARKS)
     # The URL policy (producers/browser/urlpolicy.py). Hosts (shell globs, `host` or
     # `host:port`) episodes may visit at all; "*" = any host whose every address is public.
     url_allowlist: list[str] = Field(default_factory=lambda: ["*"])

@@ -6,6 +6,7 @@ import pytest
 
 from webgym_common.codec import Codec
 from webgym_common.config import BrowserSettings, KafkaSettings
+from webgym_common.config.pipeline import MAX_MARKS
 from webgym_common.events import Mark, StepObserved, Viewport
 from webgym_common.pagetext import CAPS, ELLIPSIS, cut, cut_or_none, marker
 
@@ -36,11 +37,11 @@ def test_a_cap_smaller_than_the_marker_keeps_only_the_marker() -> None:
 
 def test_the_caps_keep_the_largest_observation_under_the_producers_limit() -> None:
     """Every capped field full, in 4-byte characters (UTF-8's widest), as many marks as the
-    default settings allow: still under kafka.max_request_size, so an observation is never
+    settings allow: still under kafka.max_request_size, so an observation is never
     refused for its size."""
     wide = "\U0001F600"
     marks = [Mark(index=i, ref=f"e{i}", role="link", name=wide * CAPS.mark_name,
-                  x=0, y=0, width=1, height=1) for i in range(BrowserSettings().max_marks)]
+                  x=0, y=0, width=1, height=1) for i in range(MAX_MARKS)]
     event = StepObserved(
         episode_id="e" * 64, task_id="t" * 64, step=99, url=wide * CAPS.url,
         title=wide * CAPS.title, viewport=Viewport(width=1280, height=720),
@@ -53,3 +54,10 @@ def test_the_caps_keep_the_largest_observation_under_the_producers_limit() -> No
     )
     size = len(Codec().encode(event))
     assert size < KafkaSettings().max_request_size * 0.75, size
+
+
+def test_marks_beyond_the_bound_are_refused_as_a_setting() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        BrowserSettings(max_marks=MAX_MARKS + 1)

@@ -66,3 +66,11 @@ def test_the_completion_carries_the_final_url_and_reason_cut_to_their_caps() -> 
     assert event.reason is not None and len(event.reason) == CAPS.reason
     assert event.reason.startswith("the page said xxx")
     assert event.reason.endswith(marker(100_014))
+
+
+def test_an_answer_is_cut_to_its_cap_and_a_short_one_kept_whole() -> None:
+    session = EpisodeSession(request(), partition=0)
+    long = completion_event(session, Ending("answer", answer="y" * 50_000), "w")
+    assert long.answer is not None and len(long.answer) == CAPS.answer
+    assert long.answer.endswith(marker(50_000))
+    assert completion_event(session, Ending("answer", answer="Paris"), "w").answer == "Paris"
