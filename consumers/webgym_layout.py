@@ -21,6 +21,7 @@ Per iteration N (and rank R, multi-node):
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -39,8 +40,10 @@ from webgym_common.events import (
 )
 from webgym_common.logrange.bounds import LogRange
 from webgym_common.logrange.episodes import EpisodeLog, read_episodes
-from webgym_common.objectstore import ObjectStore, ObjectStoreError
+from webgym_common.objectstore import BlobMismatch, ObjectStore, ObjectStoreError
 from webgym_common.stream.bus import EventProducer
+
+logger = logging.getLogger(__name__)
 
 Keypoints = Callable[[Sequence[StepObserved]], Collection[int]]  # steps a judge would see
 
@@ -172,13 +175,17 @@ async def _blobs(store: ObjectStore, log: EpisodeLog, episode_id: str, out_dir: 
             ext = (obs.screenshot_format or "png").replace("jpeg", "jpg")
             path = out_dir / "images" / episode_id / f"{step}.{ext}"
             if not path.exists():
-                data = await store.get_blob(obs.screenshot_uri, verify=False)
+                try:
+                    data = await store.get_blob(obs.screenshot_uri)
+                except BlobMismatch as err:  # altered in the store: left out, not copied
+                    logger.warning("export: %s", err)
+                    continue
                 _write_atomic(path, data)
             images[step] = str(path.relative_to(out_dir))
     for step, act in log.actions.get(episode_id, {}).items():
         if act.prompt_uri:
             try:
-                prompts[step] = (await store.get_blob(act.prompt_uri, verify=False)).decode()
+                prompts[step] = (await store.get_blob(act.prompt_uri)).decode()
             except (ObjectStoreError, UnicodeDecodeError, OSError):
                 prompts[step] = ""  # a prompt that cannot be read: WebGym's "no raw_prompt"
     return images, prompts

@@ -34,6 +34,11 @@ class ObjectStoreError(RuntimeError):
     pass
 
 
+class BlobMismatch(ObjectStoreError):
+    """A content-addressed blob whose bytes do not hash to its key: altered in the store.
+    Never transient: reading it again gives the same bytes."""
+
+
 @dataclass(frozen=True)
 class BlobRef:
     uri: str  # s3://bucket/key
@@ -147,7 +152,7 @@ class ObjectStore:
             want = key.rsplit("/", 1)[-1].split(".", 1)[0]
             got = hashlib.sha256(data).hexdigest()
             if got != want:
-                raise ObjectStoreError(f"{uri}: content hash {got} does not match its key")
+                raise BlobMismatch(f"{uri}: content hash {got} does not match its key")
         return data
 
     async def presign(self, uri: str, expires_s: int | None = None) -> str:

@@ -50,7 +50,7 @@ from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, ReplaySample, Task
 from webgym_common.leaks import LeakGuard
 from webgym_common.lifecycle import run_until_signalled
-from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
+from webgym_common.objectstore import BlobMismatch, ObjectStore, ObjectStoreError, parse_uri
 from webgym_common.stream.bus import (
     EventConsumer,
     EventProducer,
@@ -71,7 +71,9 @@ CATALOG_REREAD_S = 5.0  # an unknown task reads the catalog again, at most this 
 
 
 def transient(err: BaseException) -> bool:
-    """A dependency down or slow (try again), not a blob that is not there."""
+    """A dependency down or slow (try again), not a blob that is not there or not intact."""
+    if isinstance(err, BlobMismatch):
+        return False
     if isinstance(err, S3Error):
         return err.code not in MISSING
     return isinstance(err, (KafkaError, ObjectStoreError, TimeoutError, OSError,
@@ -156,10 +158,8 @@ class Replayer:
         uri = kept.prompt_uri
         try:
             parse_uri(uri)
-            # Unverified: get_blob raises the same error for a hash mismatch as for MinIO
-            # being slow, and that must not stall the fold; decoding the JSON is the check.
-            blob = await persistently(f"fetching {uri}",
-                                      lambda: self.store.get_blob(uri, verify=False))
+            # Verified against its key: an altered prompt is dead-lettered, never trained on.
+            blob = await persistently(f"fetching {uri}", lambda: self.store.get_blob(uri))
             return replay_sample(scored, kept, chat_messages(blob, kept.screenshot_uri))
         except S3Error as err:
             return f"step {kept.step}: prompt {uri} is missing ({err.code})"

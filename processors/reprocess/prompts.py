@@ -86,8 +86,7 @@ class SharedPrompts:
     async def _read(self, uri: str) -> bytes:
         async with self.limit:
             self.gets += 1
-            return await persistently(f"fetching {uri}",
-                                      lambda: self.store.get_blob(uri, verify=False))
+            return await persistently(f"fetching {uri}", lambda: self.store.get_blob(uri))
 
 
 async def sample(prompts: SharedPrompts, scored: EpisodeScored, kept: KeptStep

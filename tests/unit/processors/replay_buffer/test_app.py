@@ -27,7 +27,7 @@ from webgym_common.events import (
     TrajectoryStep,
 )
 from webgym_common.leaks import LeakGuard
-from webgym_common.objectstore import ObjectStoreError
+from webgym_common.objectstore import BlobMismatch, ObjectStoreError
 from webgym_common.stream.bus import EventProducer, Received
 from webgym_common.topics import Topic
 
@@ -86,11 +86,15 @@ class FakeProducer:
 class FakeStore:
     """Prompts by URI; a URI listed in `down` fails that many times first (MinIO down)."""
 
-    def __init__(self, blobs: dict[str, bytes], down: dict[str, int] | None = None) -> None:
+    def __init__(self, blobs: dict[str, bytes], down: dict[str, int] | None = None,
+                 altered: tuple[str, ...] = ()) -> None:
         self.blobs, self.down, self.gets = blobs, dict(down or {}), 0
+        self.altered = altered  # URIs whose bytes no longer hash to their key
 
     async def get_blob(self, uri: str, verify: bool = True) -> bytes:
         self.gets += 1
+        if verify and uri in self.altered:
+            raise BlobMismatch(f"{uri}: content hash 00 does not match its key")
         if self.down.get(uri):
             self.down[uri] -= 1
             raise ObjectStoreError("object store did not answer in time")
@@ -167,6 +171,16 @@ def test_a_missing_prompt_is_dead_lettered_with_the_reason_and_the_other_steps_g
                             "property name enclosed in double quotes: line 1 column 2 (char 1)")
     assert (letter.source_offset, letter.source_key, letter.consumer_group) == (0, b"task", "g")
     assert Codec().decode(letter.raw_value) == e1  # the episode, to replay from the DLQ
+
+
+def test_an_altered_prompt_is_dead_lettered_at_once_never_trained_on() -> None:
+    e1 = episode("e1")
+    store = FakeStore(prompts("e1"), altered=("s3://b/e1-1",))
+    log, producer = run([e1], store)
+    assert log == ["replay e1:0", "dlq t.episodes.scored", "commit 0"]
+    assert store.gets == 2  # read once each: a mismatch is not tried again
+    letter = producer.events[1][2]
+    assert isinstance(letter, DeadLetter) and "does not match its key" in letter.error
 
 
 def test_a_prompt_uri_that_is_no_s3_reference_is_dead_lettered_not_retried() -> None:
