@@ -91,3 +91,14 @@ def prepare(settings: Settings) -> Path:
     run_step([str(cli_path(venv)), "version"], "running llamafactory-cli version", 300)
     (venv / ".complete").touch()
     return venv
+
+
+def entry_keywords(settings: Settings) -> dict[str, object]:
+    """What the trainer's entry (consumers.trainer.app.run_trainer) takes beside the
+    settings, made ready first: LLaMA-Factory's venv (installed on first use) and the model
+    it fine-tunes (without trainer.base_model, the local vLLM's, built if missing). The
+    process registry names this as the trainer's `prepare`."""
+    venv = prepare(settings)
+    if not settings.trainer.base_model:
+        vllm_server.ensure_model(settings)
+    return {"venv": venv, "base_model": base_model(settings)}

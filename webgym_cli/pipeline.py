@@ -3,44 +3,72 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from webgym_cli.common import console, one_line_errors, settings_with
+from webgym_cli.common import console, one_line_errors
+from webgym_cli.worker import laid_over, with_options
 from webgym_common.choices import PolicyKind
 from webgym_common.config import get_settings
+from webgym_common.processes import PROCESSES, ProcessSpec
 
 app = typer.Typer(help="The pipeline's worker processes in the background.",
                   no_args_is_help=True)
 
 
-@app.command("up")
-@one_line_errors
+def opt_in_flag(spec: ProcessSpec) -> inspect.Parameter:
+    """`--with-<name>`: `up` also runs the row's optional process (turns its setting on)."""
+    section, field = str(spec.opt_in).split(".")
+    return inspect.Parameter(
+        "with_" + spec.name.value.replace("-", "_"), inspect.Parameter.KEYWORD_ONLY,
+        annotation=bool, default=typer.Option(
+            False, f"--with-{spec.name.value}", help=f"Also run {spec.name.value} "
+            f"({spec.summary}), supervised like the rest "
+            f"(default: WEBGYM_{section.upper()}__{field.upper()}, off)."))
+
+
+OPTIONAL = [spec for spec in PROCESSES.values() if spec.optional]
+
+
 def pipeline_up(
     policy: PolicyKind | None = typer.Option(None, help="Policy (default: WEBGYM_POLICY__KIND)."),
     contexts: int | None = typer.Option(None, help="Browser contexts (WEBGYM_BROWSER__CONTEXTS)."),
-    with_envserver: bool = typer.Option(
-        False, "--with-envserver", help="Also run the env server, supervised like the rest "
-        "(default: WEBGYM_ENVSERVER__SUPERVISED, off)."),
+    **asked: bool,
 ) -> None:
-    """Start the pipeline's processes, supervised (restarted if they die).
-
-    Browser, policy, evaluator, history, metrics and replay; the trainer and the model
-    loader when the loop trains (WEBGYM_ROLLOUT__TRAIN); the env server (AgentGym's API,
-    WEBGYM_ENVSERVER__HOST/PORT) with --with-envserver.
-
-    Example: webgym pipeline up --policy teacher --contexts 4 --with-envserver"""
     from infra import pipeline
 
-    # Not given: None, so WEBGYM_ENVSERVER__SUPERVISED still decides.
-    settings = settings_with(policy={"kind": policy}, browser={"contexts": contexts},
-                             envserver={"supervised": True if with_envserver else None})
+    # Not given: None, so the optional process's own setting still decides.
+    settings = laid_over([("policy.kind", policy), ("browser.contexts", contexts), *(
+        (str(spec.opt_in), True if asked[opt_in_flag(spec).name] else None)
+        for spec in OPTIONAL)])
     with console.status("starting the pipeline processes"):
         started = asyncio.run(pipeline.up(settings))
     console.print(f"started: {', '.join(started) or 'all were running'} "
                   f"(logs in {settings.infra.data_dir / 'logs'})")
+
+
+def up_help() -> str:
+    """`up`'s help: which processes it runs, from the registry."""
+    def names(specs: list[ProcessSpec]) -> str:
+        *most, last = [s.name.value for s in specs]
+        return f"{', '.join(most)} and {last}" if most else last
+
+    specs = list(PROCESSES.values())
+    always = [s for s in specs if not s.training and not s.optional]
+    training = [s for s in specs if s.training]
+    asked = "".join(f"; {s.name.value} with --with-{s.name.value}" for s in OPTIONAL)
+    return ("Start the pipeline's processes, supervised (restarted if they die).\n\n"
+            f"The processes {names(always)}; {names(training)} when the loop trains "
+            f"(WEBGYM_ROLLOUT__TRAIN){asked}.\n\n"
+            "Example: webgym pipeline up --policy teacher --contexts 4"
+            + "".join(f" --with-{s.name.value}" for s in OPTIONAL))
+
+
+app.command("up", help=up_help())(
+    with_options(one_line_errors(pipeline_up), map(opt_in_flag, OPTIONAL)))
 
 
 @app.command("down")

@@ -1,29 +1,36 @@
-"""`webgym worker <process>`: one pipeline process in the foreground, one command for each
-process of the registry (webgym_common.processes), which names what each runs."""
+"""`webgym worker <process>`: one pipeline process in the foreground. One command per row of
+the process registry (webgym_common.processes), made from the row: its options, what runs
+first (`prepare`), the line it prints as it starts, and the entry point it runs."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib
 import inspect
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import typer
 
 from webgym_cli.common import console, one_line_errors, settings_with
-from webgym_common.choices import JudgeKind, PolicyKind
-from webgym_common.config import Settings, get_settings
-from webgym_common.processes import PROCESSES, Process
+from webgym_common.config import Settings
+from webgym_common.processes import PROCESSES, Option, Process, ProcessSpec
+from webgym_common.topics import group_id
 
 app = typer.Typer(help="Pipeline processes (run several to scale).", no_args_is_help=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def load(target: str) -> Callable[..., Any]:
+    """A registry "module:function", imported only when a command runs it."""
+    module, function = target.split(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def run_process(process: Process, settings: Settings, **kwargs: Any) -> None:
     """Run a registry process's entry point in the foreground until it stops."""
-    spec = PROCESSES[process]
-    entry = getattr(importlib.import_module(spec.module), spec.function)
-    result = entry(settings, **kwargs)
+    result = load(PROCESSES[process].entry)(settings, **kwargs)
     if inspect.iscoroutine(result):  # the bus-based processes; faust workers run their own
         asyncio.run(result)
 
@@ -34,131 +41,55 @@ def summary(process: Process) -> str:
     return f"{line[0].upper()}{line[1:]}.\n\nExample: webgym worker {process.value}"
 
 
-@app.command(Process.BROWSER.value, help=summary(Process.BROWSER))
-@one_line_errors
-def worker_browser(
-    contexts: int | None = typer.Option(
-        None, help="Episodes at once (default: WEBGYM_BROWSER__CONTEXTS)."
-    ),
-) -> None:
-    from webgym_common.topics import Group, group_id
-
-    settings = settings_with(browser={"contexts": contexts})
-    console.print(f"browser worker: {settings.browser.contexts} contexts, "
-                  f"group {group_id(settings.kafka, Group.BROWSERS)}, "
-                  f"broker {settings.kafka.bootstrap_servers}")
-    run_process(Process.BROWSER, settings)
+def laid_over(given: Iterable[tuple[str, Any]]) -> Settings:
+    """The settings with each ("section.field", value) given laid over them (None: not
+    given, the setting stays as it is)."""
+    sections: dict[str, dict[str, Any]] = {}
+    for setting, value in given:
+        section, field = setting.split(".")
+        sections.setdefault(section, {})[field] = value
+    return settings_with(**sections)
 
 
-@app.command(Process.POLICY.value, help=summary(Process.POLICY))
-@one_line_errors
-def worker_policy(
-    kind: PolicyKind | None = typer.Option(None, help="Policy (default: WEBGYM_POLICY__KIND)."),
-) -> None:
-    settings = settings_with(policy={"kind": kind})
-    console.print(f"policy processor: {settings.policy.kind} at {settings.policy.base_url}, "
-                  f"{settings.policy.max_inflight} in flight")
-    run_process(Process.POLICY, settings)
+def start(spec: ProcessSpec, given: dict[str, Any]) -> None:
+    """`webgym worker <name>`: the settings with the options given, what the row prepares,
+    the row's banner, then its entry point in the foreground."""
+    settings = laid_over((o.setting, given[o.name]) for o in spec.options if o.setting)
+    keywords = {o.name: given[o.name] for o in spec.options
+                if o.setting is None and given[o.name] is not None}
+    if spec.prepare:
+        with console.status(f"{spec.name}: getting ready ({spec.prepare})"):
+            keywords.update(load(spec.prepare)(settings))
+    group = group_id(settings.kafka, spec.group) if spec.group else "-"
+    console.print(spec.banner.format(s=settings, group=group, name=spec.name.value, **keywords))
+    run_process(spec.name, settings, **keywords)
 
 
-@app.command(Process.EVALUATOR.value, help=summary(Process.EVALUATOR))
-@one_line_errors
-def worker_evaluator(
-    judge: JudgeKind | None = typer.Option(None, help="Judge (default: WEBGYM_EVALUATOR__JUDGE)."),
-) -> None:
-    settings = settings_with(evaluator={"judge": judge})
-    cfg = settings.evaluator
-    where = f" at {cfg.base_url or settings.policy.base_url}" if cfg.judge == "llm" else ""
-    console.print(f"evaluator: {cfg.judge} judge{where}, {cfg.processing_guarantee}, "
-                  f"{cfg.max_inflight} episodes in flight")
-    run_process(Process.EVALUATOR, settings)
+def option_parameter(option: Option) -> inspect.Parameter:
+    """A row's option as typer reads it off a signature: None unless given."""
+    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY,
+                             default=typer.Option(None, option.flags, help=option.help),
+                             annotation=option.type | None)
 
 
-@app.command(Process.HISTORY.value, help=summary(Process.HISTORY))
-@one_line_errors
-def worker_history() -> None:
-    from webgym_common.topics import Group, group_id
-
-    settings = get_settings()
-    console.print(f"history worker: group {group_id(settings.kafka, Group.HISTORY)}, "
-                  f"broker {settings.kafka.bootstrap_servers}")
-    run_process(Process.HISTORY, settings)
-
-
-@app.command(Process.METRICS.value, help=summary(Process.METRICS))
-@one_line_errors
-def worker_metrics(
-    csv_path: Path | None = typer.Option(
-        None, "--csv", help="CSV to rewrite; the PNG goes beside it "
-        "(default: <infra.data_dir>/metrics/metrics.csv)."),
-) -> None:
-    from processors.metrics import default_csv_path
-
-    settings = get_settings()
-    csv_path = csv_path or default_csv_path(settings)
-    console.print(f"metrics worker: {csv_path}, broker {settings.kafka.bootstrap_servers}")
-    run_process(Process.METRICS, settings, csv_path=csv_path)
+def with_options(command: F, options: Iterable[inspect.Parameter]) -> F:
+    """`command` (its `**given` takes them) as typer sees it: its own parameters, then
+    `options`. typer reads a command's options off its signature and type hints."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values()
+           if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params = [*own, *options]
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
 
 
-@app.command(Process.REPLAY.value, help=summary(Process.REPLAY))
-@one_line_errors
-def worker_replay() -> None:
-    from webgym_common.topics import Group, group_id
+def worker_command(spec: ProcessSpec) -> Callable[..., None]:
+    """The command that runs the row's process, with the row's options."""
+    def command(**given: Any) -> None:
+        start(spec, given)
 
-    settings = get_settings()
-    r = settings.replay
-    console.print(f"replay processor: group {group_id(settings.kafka, Group.REPLAY)}, "
-                  f"success_only={r.success_only}, same-screenshot filter "
-                  f"{r.filter_same_screenshot}, failures kept {r.include_failures}")
-    run_process(Process.REPLAY, settings)
+    return with_options(one_line_errors(command), map(option_parameter, spec.options))
 
 
-@app.command(Process.TRAINER.value, help=summary(Process.TRAINER))
-@one_line_errors
-def worker_trainer() -> None:
-    from infra import trainer_env, vllm_server
-
-    settings = get_settings()
-    t = settings.trainer
-    with console.status("LLaMA-Factory's venv (cached after the first time)"):
-        venv = trainer_env.prepare(settings)
-    if not t.base_model:  # the default base: the model the local vLLM serves
-        vllm_server.ensure_model(settings)
-    base = trainer_env.base_model(settings)
-    console.print(f"trainer: {t.mode} ({t.trigger}) of {base}, max staleness "
-                  f"{t.max_staleness}, broker {settings.kafka.bootstrap_servers}")
-    run_process(Process.TRAINER, settings, venv=venv, base_model=base)
-
-
-@app.command(Process.MODEL_LOADER.value, help=summary(Process.MODEL_LOADER))
-@one_line_errors
-def worker_model_loader() -> None:
-    settings = get_settings()
-    console.print(f"model loader: vLLM at {settings.policy.base_url}, "
-                  f"broker {settings.kafka.bootstrap_servers}")
-    run_process(Process.MODEL_LOADER, settings)
-
-
-# Shared with `webgym envserver` (webgym_cli/envserver.py), which runs the same command.
-ENVSERVER_HOST = typer.Option(
-    None, help="Address to bind (default: WEBGYM_ENVSERVER__HOST, 127.0.0.1).")
-ENVSERVER_PORT = typer.Option(None, help="Port (default: WEBGYM_ENVSERVER__PORT, 18790).")
-ENVSERVER_IDLE_TIMEOUT = typer.Option(
-    None, help="Close envs no request touched for this many seconds "
-    "(default: WEBGYM_ENVSERVER__IDLE_TIMEOUT_S, 900).")
-
-
-@app.command(Process.ENVSERVER.value, help=summary(Process.ENVSERVER))
-@one_line_errors
-def worker_envserver(
-    host: str | None = ENVSERVER_HOST,
-    port: int | None = ENVSERVER_PORT,
-    idle_timeout: float | None = ENVSERVER_IDLE_TIMEOUT,
-) -> None:
-    settings = settings_with(envserver={"host": host, "port": port,
-                                        "idle_timeout_s": idle_timeout})
-    cfg = settings.envserver
-    console.print(f"env server: http://{cfg.host}:{cfg.port}/ (broker "
-                  f"{settings.kafka.bootstrap_servers}, prefix {settings.kafka.topic_prefix}; "
-                  f"idle envs closed after {cfg.idle_timeout_s:g} s)")
-    run_process(Process.ENVSERVER, settings)
+for _spec in PROCESSES.values():
+    app.command(_spec.name.value, help=summary(_spec.name))(worker_command(_spec))

@@ -174,23 +174,24 @@ class StateTable(StrEnum):
 
 
 def table_owners() -> dict[StateTable, tuple[Group, Topic]]:
-    """Each table's faust app, and the input topic whose partitions its changelog mirrors.
+    """Each table's faust app, and the input topic whose partitions its changelog mirrors:
+    the process rows' `tables` (webgym_common.processes).
 
     A table is written while handling an event of that topic, on the event's partition,
     so the changelog has exactly that topic's partition count.
     """
-    return {
-        StateTable.POLICY_CONTEXTS: (Group.POLICY, Topic.EPISODES),
-        StateTable.REQUESTS: (Group.EVALUATOR, Topic.EPISODES),
-        StateTable.OBSERVATIONS: (Group.EVALUATOR, Topic.OBSERVATIONS),
-        StateTable.ACTIONS: (Group.EVALUATOR, Topic.ACTIONS),
-        StateTable.SCORED: (Group.EVALUATOR, Topic.EPISODES_COMPLETED),
-    }
+    from webgym_common.processes import PROCESSES  # it imports this module: read when called
+
+    return {table: (spec.group, source) for spec in PROCESSES.values() if spec.group
+            for table, source in spec.tables}
 
 
 def faust_apps() -> tuple[Group, ...]:
-    """The groups that are faust apps (the others use webgym_common.stream.bus)."""
-    return Group.POLICY, Group.EVALUATOR
+    """The groups that are faust apps (the others use webgym_common.stream.bus): the process
+    rows that say `faust`."""
+    from webgym_common.processes import PROCESSES  # it imports this module: read when called
+
+    return tuple(spec.group for spec in PROCESSES.values() if spec.faust and spec.group)
 
 
 def changelog_topic_name(kafka: KafkaSettings, table: StateTable) -> str:

@@ -32,7 +32,7 @@ from tests.support.compose_files import (
     variables,
     volume_mounts,
 )
-from webgym_common.processes import Process
+from webgym_common.processes import PROCESSES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -53,12 +53,13 @@ INFRA_IMAGES = {
 UNPINNED_OPT_IN = {"console"}
 DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
-# Every process of the registry is a service running its worker command (the browser with
-# its contexts; the optional env server too: compose runs every service it declares),
-# beside the controller and the monitor.
+# Every process of the registry whose row says `compose` is a service running its worker
+# command (the browser with its contexts; the optional env server too: compose runs every
+# service it declares), beside the controller and the monitor.
+WORKER_ARGUMENTS = {"browser": ["--contexts", "8"]}
 PIPELINE_COMMANDS = {
-    **{p.value: ["webgym", "worker", p.value] for p in Process},
-    "browser": ["webgym", "worker", "browser", "--contexts", "8"],
+    **{s.name.value: ["webgym", "worker", s.name.value, *WORKER_ARGUMENTS.get(s.name.value, [])]
+       for s in PROCESSES.values() if s.compose},
     "controller": ["webgym", "rollout", "--split", "train"],
     "monitor": ["webgym", "monitor"],
 }
@@ -69,8 +70,9 @@ PROJECT_SERVICES = {*PIPELINE_COMMANDS, "topic-init", "minio-users", "sandbox"} 
 
 EXPECTED_SERVICES = {*INFRA_IMAGES, *PROJECT_SERVICES}
 
-# Each with a MinIO user of its own (infra/minio_users.py).
-USES_OBJECT_STORE = set(minio_users.ACCESS)
+# Each with a MinIO user of its own (infra/minio_users.py): the processes whose rows say
+# `object_store`, and the monitor.
+USES_OBJECT_STORE = {s.name.value for s in PROCESSES.values() if s.object_store} | {"monitor"}
 # The services that call the model server (the policy, the judge, LoRA hot-loading).
 USES_MODEL_SERVER = {"policy", "evaluator", "model-loader"}
 MINIO_ROOT = {"MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"}
@@ -329,6 +331,10 @@ def test_the_browser_holds_no_root_or_admin_credential(
         "${MINIO_BROWSER_PASSWORD:?set MINIO_BROWSER_PASSWORD}")
     assert minio_users.ACCESS["browser"] == minio_users.Access(
         writes=minio_users.SCREENSHOTS)
+
+
+def test_the_minio_users_are_the_object_store_rows_and_the_monitor() -> None:
+    assert set(minio_users.ACCESS) == USES_OBJECT_STORE
 
 
 def test_each_object_store_service_has_its_own_user(

@@ -17,6 +17,7 @@ import typer
 import typer.core
 import typer.main
 
+from infra import minio_users
 from tests.support.compose_files import (
     as_argv,
     depends_on,
@@ -34,6 +35,7 @@ from tests.unit.test_compose import (
     services,
 )
 from webgym_cli.main import app
+from webgym_common.processes import PROCESSES, Process
 
 __all__ = ["compose", "services"]  # the main file's fixtures, used here too
 
@@ -56,6 +58,27 @@ def webgym_commands() -> dict[tuple[str, ...], Any]:
     walk(typer.main.get_command(app), ())
     assert found, "the typer app has no commands"
     return found
+
+
+@pytest.mark.parametrize("process", list(Process))
+def test_each_process_row_has_its_service(
+    services: dict[str, dict[str, Any]], process: Process,
+) -> None:
+    """A row's service runs its worker command under the row's profile, holding object-store
+    credentials (its own MinIO user's) exactly when the row says `object_store`."""
+    spec, name = PROCESSES[process], process.value
+    if not spec.compose:
+        assert name not in services, f"{name} has a service: its row may say compose=True"
+        return
+    assert name in services, f"docker-compose.yml: no service for {name} (or compose=False)"
+    svc = services[name]
+    assert as_argv(svc.get("command"))[:3] == ["webgym", "worker", name]
+    assert svc.get("profiles") == ([spec.profile] if spec.profile else None), name
+    env = environment(svc)
+    assert ("WEBGYM_S3__ACCESS_KEY" in env) is spec.object_store, name
+    if spec.object_store:
+        assert env["WEBGYM_S3__ACCESS_KEY"] == minio_users.access_key(name)
+        assert name in minio_users.ACCESS, f"infra/minio_users.py: no MinIO user for {name}"
 
 
 @pytest.mark.parametrize("name", sorted(PIPELINE_COMMANDS))

@@ -10,6 +10,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from webgym_cli.main import app
+from webgym_common.processes import Process
 
 TOP = ["down", "rollout", "run", "curve", "drive", "export", "eval", "monitor", "envserver",
        "pipeline",
@@ -18,8 +19,7 @@ GROUPS = {
     "infra": ["up", "prepare", "status", "down", "minio-users"],
     "topics": ["create", "list"],
     "pipeline": ["up", "down", "status"],
-    "worker": ["browser", "policy", "evaluator", "history", "metrics", "replay", "trainer",
-               "model-loader", "envserver"],
+    "worker": [p.value for p in Process],  # one per row of the process registry
     "sandbox": ["up"],
     "tasks": ["load"],
     "reprocess": ["rescore", "refilter", "export"],

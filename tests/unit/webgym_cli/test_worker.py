@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +13,8 @@ from typer.testing import CliRunner
 
 from webgym_cli.main import app
 from webgym_common.choices import JudgeKind, PolicyKind
-from webgym_common.config import get_settings
+from webgym_common.config import Settings, get_settings
+from webgym_common.processes import PROCESSES, Process
 
 
 @pytest.mark.parametrize(("args", "option"), [
@@ -68,7 +72,7 @@ def test_judge_override_reaches_the_evaluator(
     assert result.exit_code == 0, result.output
     (settings,) = calls["run_evaluator_worker"]
     assert settings.evaluator.judge == JudgeKind.LLM
-    assert "evaluator: llm judge at " in result.output
+    assert "evaluator: llm judge, exactly_once" in result.output
 
 
 def test_browser_worker_prints_its_group_from_the_registry(
@@ -110,3 +114,57 @@ def test_the_env_server_runs_the_registrys_entry_with_its_options(
     assert (cfg.host, cfg.port, cfg.idle_timeout_s) == ("0.0.0.0", 18999, 30.0)
     assert "env server: http://0.0.0.0:18999/" in result.output
     assert "idle envs closed after 30 s" in result.output
+
+
+@pytest.mark.parametrize("process", list(Process))
+def test_each_rows_command_runs_its_entry_after_its_banner(
+    runner: CliRunner, fake_module: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch, process: Process,
+) -> None:
+    spec = PROCESSES[process]
+    calls = fake_module(spec.module, spec.function)
+    if spec.prepare:  # stands in for what the trainer's makes ready: a venv, the base model
+        module, function = spec.prepare.split(":")
+        prepared = types.ModuleType(module)
+        setattr(prepared, function, lambda settings: {"venv": Path("/venv"), "base_model": "m"})
+        monkeypatch.setitem(sys.modules, module, prepared)
+    result = runner.invoke(app, ["worker", process.value])
+    assert result.exit_code == 0, result.output
+    assert calls[spec.function] == (get_settings(),)
+    # the banner's fixed words before its first field
+    assert spec.banner.split("{")[0].format(name=process.value) in result.output
+
+
+def test_the_trainer_runs_with_what_its_row_prepares(
+    runner: CliRunner, fake_module: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def run_trainer(settings: Settings, **keywords: Any) -> None:
+        seen.update(keywords)
+
+    entry = types.ModuleType("consumers.trainer.app")
+    entry.run_trainer = run_trainer  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "consumers.trainer.app", entry)
+    prepared = types.ModuleType("infra.trainer_env")
+    prepared.entry_keywords = lambda settings: {  # type: ignore[attr-defined]
+        "venv": Path("/venv"), "base_model": "/models/smol"}
+    monkeypatch.setitem(sys.modules, "infra.trainer_env", prepared)
+    result = runner.invoke(app, ["worker", "trainer"])
+    assert result.exit_code == 0, result.output
+    assert seen == {"venv": Path("/venv"), "base_model": "/models/smol"}
+    assert " of /models/smol, max staleness " in result.output
+
+
+def test_an_entry_keyword_option_reaches_the_entry_only_when_given(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    seen: list[dict[str, Any]] = []
+    entry = types.ModuleType("processors.metrics")
+    entry.run_metrics_worker = lambda settings, **kw: seen.append(kw)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "processors.metrics", entry)
+    assert runner.invoke(app, ["worker", "metrics"]).exit_code == 0
+    assert runner.invoke(app, ["worker", "metrics", "--csv", str(tmp_path / "m.csv")]
+                         ).exit_code == 0
+    assert seen == [{}, {"csv_path": tmp_path / "m.csv"}]
