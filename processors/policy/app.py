@@ -10,7 +10,8 @@ time handles an episode. Browser workers act on the first action of a step only.
 
 webgym.episodes (EpisodeRequested) → `on_request`: remember the task;
 webgym.episodes.completed → `on_completed`: remember that the episode ended;
-webgym.observations (StepObserved) → `on_observation` → webgym.actions (ActionChosen).
+webgym.observations (StepObserved) → `on_observation` → webgym.actions (ActionChosen): by
+its verdict it is decided, or its written-down action is published again (acting.py).
 The topics and the table are co-partitioned by episode id; `max_inflight` actors decide
 at once, so one slow model call never holds up the other episodes.
 
@@ -23,16 +24,14 @@ dead-lettered. The model server or MinIO down: tried again until the episode's d
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
 
 import faust
 
+from processors.policy.acting import Policy, decide_and_publish, republish
 from processors.policy.choosers import Choosers
 from processors.policy.contexts import Contexts
-from processors.policy.decisions import Live, Verdict, decided, note_effect, take_instruction
+from processors.policy.decisions import Live, Verdict
 from processors.policy.outputs import Actions
-from processors.policy.retry import retried
 from processors.policy.waiting import RequestWatch, now_ms
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted, EpisodeRequested, StepObserved
@@ -42,19 +41,6 @@ from webgym_common.topics import Group, Topic, topic_name
 
 log = logging.getLogger(__name__)
 SOURCES = [Topic.EPISODES, Topic.EPISODES_COMPLETED, Topic.OBSERVATIONS]
-
-
-@dataclass
-class Policy:
-    """What the handlers share: the app, its memory, the choosers, the outputs."""
-
-    app: faust.App
-    reliable: ReliableApp
-    contexts: Contexts
-    watch: RequestWatch
-    choosers: Choosers
-    actions: Actions
-    max_backoff_s: float
 
 
 async def on_request(p: Policy, event: faust.EventT, req: EpisodeRequested) -> None:
@@ -73,36 +59,15 @@ async def on_observation(p: Policy, event: faust.EventT, obs: StepObserved) -> N
     verdict, why, entry = await p.watch.triaged(
         event.message, obs, p.contexts.entry_of, lambda tp: tp in p.app.consumer.assignment())
     what, partition = f"{obs.episode_id} step {obs.step}", event.message.partition
-
-    def useful(next_try_in_s: float) -> bool:  # a dependency down: try again while it is
-        deadline = entry.deadline_ms if isinstance(entry, Live) else None
-        return isinstance(p.contexts.entry_of(obs.episode_id), Live) and (
-            deadline is None or now_ms() + next_try_in_s * 1000 < deadline)
-
     if verdict is Verdict.ORPHAN:
         await p.reliable.dead_letters(event.message, why)
     elif verdict is Verdict.REPUBLISH and isinstance(entry, Live) and entry.pending:
         log.info("%s: %s", what, why)
-        pending = entry.pending
-        await retried(lambda: p.actions.republish(pending, partition), what, useful,
-                      p.max_backoff_s)
+        await republish(p, what, obs, entry, entry.pending, partition)
     elif verdict is not Verdict.DECIDE or not isinstance(entry, Live):
         log.info("%s: %s", what, why)
     else:  # decide, remember (with the action pending), then publish
-        queued_ms = now_ms() - int(obs.produced_at.timestamp() * 1000)
-        ctx = take_instruction(note_effect(entry.ctx, obs), obs)
-        chosen = await p.choosers.choose(ctx, obs, what, useful)
-        if chosen is None or not isinstance(p.contexts.entry_of(obs.episode_id), Live):
-            return  # no longer useful, or it ended while the model thought
-        remembering = time.perf_counter()
-        chosen.timings_ms["queue"] = float(max(0, queued_ms))
-        after = decided(entry, ctx, chosen, now_ms())
-        if await retried(lambda: p.contexts.remember(ctx.episode_id, after, partition), what,
-                         useful, p.max_backoff_s) is not None:
-            # Telemetry only: the written-down copy lacks it, which a republish can live with.
-            chosen.timings_ms["remember"] = (time.perf_counter() - remembering) * 1000
-            await retried(lambda: p.actions.publish(chosen, partition), what, useful,
-                          p.max_backoff_s)
+        await decide_and_publish(p, what, obs, entry, partition)
 
 
 def build_app(settings: Settings) -> faust.App:

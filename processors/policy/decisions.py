@@ -1,6 +1,6 @@
 """The policy processor's decisions, as pure functions over an episode's table entry.
 
-app.py consumes, calls these, and publishes; nothing here touches Kafka or a model.
+app.py consumes, acting.py calls these and publishes; nothing here touches Kafka or a model.
 
 The `contexts` table holds one entry per episode: `Live` (its context, its deadline,
 and the last decided step's action, written down before it is published) from its
@@ -139,6 +139,15 @@ def triage(obs: StepObserved, entry: Entry | None, now_ms: int, may_come: bool
                                    "before it was published (a restart since?)")
     return (Verdict.DECIDE, "") if (why := should_decide(entry.ctx, obs)) is None else (
         Verdict.SKIP, why)
+
+
+def still_useful(current: Entry | None, deadline_ms: int | None, next_try_in_s: float,
+                 now_ms: int) -> bool:
+    """Whether a step that failed (a dependency down) is worth trying again in
+    `next_try_in_s`: its episode is live (`current`: its entry now) and the next try comes
+    before the episode's deadline (None: no deadline kept)."""
+    return isinstance(current, Live) and (
+        deadline_ms is None or now_ms + next_try_in_s * 1000 < deadline_ms)
 
 
 def expired_ended(entries: Iterable[tuple[str, Any]], partition: int, now_ms: int,

@@ -22,6 +22,7 @@ from processors.policy.decisions import (
     published_already,
     request_may_come,
     should_decide,
+    still_useful,
     take_instruction,
     triage,
 )
@@ -160,6 +161,16 @@ def test_ended_entries_expire_per_partition_after_their_ttl() -> None:
     assert expired_ended(entries, 1, NOW, ttl_ms=50) == ["a"]
     assert expired_ended(entries, 2, NOW, ttl_ms=50) == ["c"]
     assert expired_ended(entries, 1, NOW, ttl_ms=-1) == []  # kept forever
+
+
+def test_a_failing_step_is_tried_again_while_the_episode_is_live_until_its_deadline() -> None:
+    running = live()
+    assert still_useful(running, NOW + 10_000, 2.0, NOW)
+    assert not still_useful(running, NOW + 10_000, 10.0, NOW)  # the next try comes too late
+    assert not still_useful(running, NOW + 2_000, 2.0, NOW)
+    assert still_useful(running, None, 3600.0, NOW)  # an entry without a deadline
+    assert not still_useful(Ended(NOW, 0), NOW + 10_000, 0.5, NOW)  # it ended meanwhile
+    assert not still_useful(None, None, 0.5, NOW)
 
 
 def test_steps_answered_before_are_not_decided_again() -> None:
