@@ -18,14 +18,12 @@ id) and, for a blocked domain, webgym.blocklist; then forget the episode's steps
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import faust
 
-from processors.evaluator.catchup import CatchUp, Moved
+from processors.evaluator.catchup import CatchUp
 from processors.evaluator.decisions import (
     Entry,
     already_scored,
@@ -33,29 +31,16 @@ from processors.evaluator.decisions import (
     collect_observation,
     collect_request,
     completion_error,
-    trajectory_error,
 )
-from processors.evaluator.judge import make_judge
 from processors.evaluator.outbox import Effects, Outbox
-from processors.evaluator.reward import RULES_VERSION
-from processors.evaluator.scoring import Scorer, Tables
+from processors.evaluator.scoring import Evaluator, Tables, make_scorer, score_or_reject
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted
 from webgym_common.stream.faust_app import decode_error, faust_table, faust_topic, make_faust_app
 from webgym_common.stream.reliable import ReliableApp, run_worker
 from webgym_common.topics import Group, Topic, table_owners, topic_name
 
-log = logging.getLogger(__name__)
 SOURCES = [Topic.EPISODES, Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISODES_COMPLETED]
-
-
-@dataclass
-class Evaluator:
-    tables: Tables
-    scorer: Scorer
-    outbox: Outbox
-    catchup: CatchUp
-    scoring_now: set[str] = field(default_factory=set)  # being scored by an actor here
 
 
 async def on_part(ev: Evaluator, event: faust.EventT, table: faust.Table,
@@ -85,29 +70,11 @@ async def on_completion(ev: Evaluator, event: faust.EventT) -> None:
             ev.scoring_now.discard(done.episode_id)
 
 
-async def score_or_reject(ev: Evaluator, event: faust.EventT, done: EpisodeCompleted
-                          ) -> Effects:
-    t = ev.tables
-    try:
-        why_partial = await ev.catchup.wait(event.message.tp, lambda: t.missing(done))
-        if (error := trajectory_error(done, t.requests.get(done.episode_id))) is not None:
-            return ev.scorer.rejected(event, error)
-        return await ev.scorer.score(done, t, why_partial)
-    except Moved as moved:  # the partition's new owner handles the event again
-        log.info("episode %s: %s", done.episode_id, moved)
-        return Effects()
-    except Exception as err:  # a bug in judging one episode must not stop the rest
-        log.exception("cannot score %s", done.episode_id)
-        return ev.scorer.rejected(event, f"evaluator error: {type(err).__name__}: {err}")
-
-
 def build_app(settings: Settings) -> faust.App:
     k, cfg = settings.kafka, settings.evaluator
     app = make_faust_app(settings, Group.EVALUATOR, processing_guarantee=cfg.processing_guarantee)
     reliable = ReliableApp(app, settings, SOURCES)
-    judge = make_judge(settings)
-    scorer = Scorer(k, cfg, judge, judge.version if judge is not None else RULES_VERSION,
-                    app.conf.id)
+    scorer = make_scorer(settings, app.conf.id)
     tables = Tables(*(faust_table(app, k, s) for s, (owner, _) in table_owners().items()
                       if owner is Group.EVALUATOR))  # requests, observed, acted, scored
     catchup = CatchUp(app, settings, [topic_name(k, t) for t in SOURCES[:3]])

@@ -2,6 +2,11 @@
 
 Nothing here commits: the effects go out with the completion's offset in one Kafka
 transaction (outbox.py), so a killed evaluator redoes the whole of it or none.
+
+`score_or_reject` is app.py's scoring step: it waits for the episode's parts (catchup.py),
+then scores it; a trajectory that cannot be judged, or a bug met judging it, makes a dead
+letter instead, and a completion whose partition moved meanwhile changes nothing (its new
+owner handles it again). `Evaluator`: what app.py's handlers share.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from datetime import timedelta
 
 import faust
 
+from processors.evaluator.catchup import CatchUp, Moved
 from processors.evaluator.decisions import (
     blocked_event,
     forget_episode,
@@ -20,12 +26,14 @@ from processors.evaluator.decisions import (
     partial_note,
     scored_event,
     scored_key,
+    trajectory_error,
 )
-from processors.evaluator.outbox import Effects
-from processors.evaluator.reward import PAGE_VERSION, Judge, evaluate, scored_by_page
+from processors.evaluator.judge import make_judge
+from processors.evaluator.outbox import Effects, Outbox
+from processors.evaluator.reward import PAGE_VERSION, RULES_VERSION, Judge, evaluate, scored_by_page
 from processors.evaluator.trajectory import build_episode, steps_in
 from webgym_common.codec import Codec
-from webgym_common.config import EvaluatorSettings, KafkaSettings
+from webgym_common.config import EvaluatorSettings, KafkaSettings, Settings
 from webgym_common.events import EpisodeCompleted, Event, utc_now
 from webgym_common.stream.deadletters import dead_letter
 from webgym_common.topics import Topic, topic_name
@@ -89,3 +97,37 @@ class Scorer:
                  done.termination, " (blocked)" if judgement.is_blocked else
                  " (judge failed)" if judgement.judge_failed else "")
         return effects
+
+
+def make_scorer(settings: Settings, group: str) -> Scorer:
+    """The scorer of the configured judge (judge.make_judge), or of the rules without one."""
+    judge = make_judge(settings)
+    return Scorer(settings.kafka, settings.evaluator, judge,
+                  judge.version if judge is not None else RULES_VERSION, group)
+
+
+@dataclass
+class Evaluator:
+    """The evaluator's tables, scorer, outbox and catch-up, and what it is scoring now."""
+
+    tables: Tables
+    scorer: Scorer
+    outbox: Outbox
+    catchup: CatchUp
+    scoring_now: set[str] = field(default_factory=set)  # being scored by an actor here
+
+
+async def score_or_reject(ev: Evaluator, event: faust.EventT, done: EpisodeCompleted
+                          ) -> Effects:
+    t = ev.tables
+    try:
+        why_partial = await ev.catchup.wait(event.message.tp, lambda: t.missing(done))
+        if (error := trajectory_error(done, t.requests.get(done.episode_id))) is not None:
+            return ev.scorer.rejected(event, error)
+        return await ev.scorer.score(done, t, why_partial)
+    except Moved as moved:  # the partition's new owner handles the event again
+        log.info("episode %s: %s", done.episode_id, moved)
+        return Effects()
+    except Exception as err:  # a bug in judging one episode must not stop the rest
+        log.exception("cannot score %s", done.episode_id)
+        return ev.scorer.rejected(event, f"evaluator error: {type(err).__name__}: {err}")
