@@ -11,7 +11,9 @@ import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
-from producers.envserver.app import BadRequest, EnvServer, make_app
+from producers.envserver.app import make_app
+from producers.envserver.server import EnvServer
+from tests.unit.producers.envserver.fakes import TASKS, FakeProducer
 from webgym_common.config import Settings, load_settings
 from webgym_common.events import (
     ActionChosen,
@@ -19,27 +21,11 @@ from webgym_common.events import (
     EpisodeCompleted,
     EpisodeRequested,
     EpisodeScored,
-    Event,
     Mark,
     StepObserved,
     Task,
     Viewport,
 )
-from webgym_common.topics import Topic
-
-TASKS = [Task(task_id=f"shop-00{i}", task_name=f"task {i}", domain="sandbox-shop",
-              subdomain="s", website="{sandbox}/shop/", difficulty=1) for i in (2, 1)]
-
-
-class FakeProducer:
-    def __init__(self) -> None:
-        self.sent: list[tuple[Topic, str, Event]] = []
-
-    async def publish(self, topic: Topic, key: str, event: Event) -> None:
-        self.sent.append((topic, key, event))
-
-    def of(self, kind: type) -> list[Any]:
-        return [e for _, _, e in self.sent if isinstance(e, kind)]
 
 
 def observed(eid: str, step: int, terminal: bool = False) -> StepObserved:
@@ -217,40 +203,3 @@ async def test_idle_envs_are_reaped_and_their_episodes_cancelled(served) -> None
     assert not server.episodes and not server.signals
     response = await client.post("/step", json={"env_idx": envs[0], "action": "```go_back```"})
     assert response.status == 404 and "reaped" in (await response.json())["error"]
-
-
-class CountingCatalog:
-    """The catalog loader, counting its reads (each is a read of all of webgym.tasks)."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-
-    async def __call__(self) -> list[Task]:
-        self.reads += 1
-        await asyncio.sleep(0.01)  # a read takes a while: resets pile up behind it
-        return list(reversed(TASKS))
-
-
-async def test_an_idx_out_of_range_is_refused_without_reading_the_catalog_again(
-        settings: Settings) -> None:
-    read = CountingCatalog()
-    server = EnvServer(settings, FakeProducer(), read)  # type: ignore[arg-type]
-    assert (await server.catalog(0)).task_id == "shop-001" and read.reads == 1
-    for idx in (len(TASKS), 10**9, -1) * 50:
-        with pytest.raises(BadRequest, match="out of range"):
-            await server.catalog(idx)
-    assert read.reads == 1
-    assert (await server.catalog(len(TASKS) - 1)).task_id == "shop-002"
-
-
-async def test_a_stale_catalog_is_read_once_however_many_resets_wait_for_it() -> None:
-    read = CountingCatalog()
-    server = EnvServer(load_settings(envserver={"catalog_refresh_s": 3600}), FakeProducer(),
-                       read)  # type: ignore[arg-type]
-    results = await asyncio.gather(*(server.catalog(i % 4) for i in range(40)),
-                                   return_exceptions=True)
-    assert read.reads == 1 and server.catalog_reads == 1
-    assert sum(isinstance(r, BadRequest) for r in results) == 20  # idx 2 and 3 of 2 tasks
-    server.tasks_read_at -= 3600  # an hour on: read again, once
-    await asyncio.gather(*(server.catalog(0) for _ in range(10)))
-    assert read.reads == 2
