@@ -58,7 +58,8 @@ from webgym_common.topics import Topic
 console = Console(width=160)
 # The 57 hand-written tasks (a train iteration draws their 39 train ones).
 TASKS_FILE = Path("environments/tasks/sandbox_tasks.jsonl")
-# The rollout's sample: the 339 generated train tasks (4.5 reference steps on average).
+# The rollout's sample: the 414 generated train tasks, bank and rollout pool (4.5
+# reference steps on average).
 ROLLOUT_TASKS = Path("environments/tasks/generated_tasks.jsonl")
 PHASES = (*STEP_PHASES, "queue")
 CPU_KINDS = ("chromium", "browser worker", "kafka", "minio", "policy", "evaluator",

@@ -144,7 +144,7 @@ def curve(
                                       "training episodes (held-out episodes: 0)."),
     train_pool: TrainPool = typer.Option(
         TrainPool.ALL, help="Training draws: any train task, or only the rollout pool "
-        "(fresh MiniWoB++ seeds the bank never holds)."),
+        "(MiniWoB++ seeds and sandbox tasks the bank never holds)."),
     bank_share: float = typer.Option(
         0.25, help="Share of each run's rows drawn from the bank after the warm start (0: "
         "the policy's own successes only)."),

@@ -1,5 +1,5 @@
 """Replay every sandbox task's reference actions in real Chromium (the 57 hand-written tasks
-and the 600 generated ones), and probe the hostile pages.
+and the 675 generated ones), and probe the hostile pages.
 
 Each step must resolve to exactly one visible element by ARIA role and accessible name (what a
 teacher-forcing policy relies on), and the final answer must be visible on the last page.
@@ -163,7 +163,7 @@ async def test_every_task_replays(sandbox_url: str, browser: Browser) -> None:
 
 
 async def test_every_generated_task_replays(sandbox_url: str, browser: Browser) -> None:
-    """All generated tasks (no sampling): 4.5-6 minutes on 2 busy cores at CONCURRENCY 4."""
+    """All generated tasks (no sampling): 5-7 minutes on 2 busy cores at CONCURRENCY 4."""
     await _replay_all(sandbox_url, browser, _tasks(GENERATED_TASKS_FILE))
 
 

@@ -1,5 +1,7 @@
 """Generated Sandbox Q&A tasks: thread authors, members' reputations, members-only answers
-behind the login, and upvotes. Staff answers are parsed from the seeded posts, not typed."""
+behind the login, and upvotes. Staff answers are parsed from the seeded posts, not typed.
+Upvotes ask one post a thread; the thread's other posts are drafted pool-only: further tasks
+over the rollout pool's threads (splits)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import re
 
 from environments import forum_data as d
 from environments.tasks.common import Action, answer, button, link, type_
-from environments.tasks.generators.draft import Draft
+from environments.tasks.generators.draft import Draft, pool_only
 
 DEMO_USERS = sorted(d.PASSWORDS)  # alice, bob, carol: the accounts that can log in
 PUBLIC = [t for t in d.THREADS if t.board not in d.PRIVATE_BOARDS]
@@ -91,22 +93,28 @@ def staff_login() -> list[Draft]:
     return out
 
 
+def _upvote(t: d.Thread, post: d.Post, user: str) -> Draft:
+    after = str(post.votes + 1)
+    return Draft("forum-upvote", f"Log in to Sandbox Q&A as {user} (password: "
+                 f"{d.PASSWORDS[user]}) and upvote post {post.number} in the thread "
+                 f"'{t.title}'. How many votes does the post have afterwards?",
+                 "forum", "voting", 7,
+                 [("Login", [f"The user is signed in as {user}"]),
+                  ("Vote", [f"Post {post.number} was upvoted and now shows {after} votes"])],
+                 [*_to_thread(t), link("Log in to reply"), *_login(user),
+                  button(f"Upvote post {post.number}"), answer(after)], [_e(t)])
+
+
 def upvote() -> list[Draft]:
+    """One post a thread, rotating; its other posts pool-only (the demo users in turn)."""
     out: list[Draft] = []
+    more: list[Draft] = []
     for i, t in enumerate(PUBLIC):
         post = t.posts[t.tid % len(t.posts)]
-        user = DEMO_USERS[i % len(DEMO_USERS)]
-        after = str(post.votes + 1)
-        out.append(Draft("forum-upvote", f"Log in to Sandbox Q&A as {user} (password: "
-                         f"{d.PASSWORDS[user]}) and upvote post {post.number} in the thread "
-                         f"'{t.title}'. How many votes does the post have afterwards?",
-                         "forum", "voting", 7,
-                         [("Login", [f"The user is signed in as {user}"]),
-                          ("Vote", [f"Post {post.number} was upvoted and now shows {after} "
-                                    "votes"])],
-                         [*_to_thread(t), link("Log in to reply"), *_login(user),
-                          button(f"Upvote post {post.number}"), answer(after)], [_e(t)]))
-    return out
+        out.append(_upvote(t, post, DEMO_USERS[i % len(DEMO_USERS)]))
+        more += [_upvote(t, p, DEMO_USERS[(i + p.number) % len(DEMO_USERS)])
+                 for p in t.posts if p.number != post.number]
+    return out + pool_only(more)
 
 
 TEMPLATES = [author, member_reputation, staff_login, upvote]

@@ -1,5 +1,9 @@
 """Generated Gadget Depot tasks: look-ups, cart totals, price filters, comparisons and
-checkouts over every product of the catalogue (answers computed from shop_data)."""
+checkouts over every product of the catalogue (answers computed from shop_data).
+
+Templates that cover half of the catalogue (price, stock, cart total, checkout) draft the
+other half pool-only, and spec look-ups draft a product's other specs pool-only: further
+tasks over the rollout pool's products (splits)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from itertools import pairwise
 from environments import shop_data as d
 from environments.layout import money
 from environments.tasks.common import Action, answer, button, link, number, type_
-from environments.tasks.generators.draft import Draft
+from environments.tasks.generators.draft import Draft, pool_only
 
 NOUN = {"laptops": "laptop", "phones": "phone", "headphones": "headphones",
         "cameras": "camera", "monitors": "monitor", "keyboards": "keyboard"}
@@ -56,39 +60,51 @@ def _draft(template: str, instruction: str, sub: str, diff: int,
                  [_e(p) for p in products])
 
 
+def _price(p: d.Product) -> Draft:
+    return _draft("shop-price", f"What is the price of the {p.name} {NOUN[p.category]} on "
+                  "Gadget Depot?", "product-lookup", 1,
+                  [("Price", [f"The {p.name} page shows the price {money(p.price)}"])],
+                  [*_open(p), answer(money(p.price))], [p])
+
+
 def price() -> list[Draft]:
-    return [_draft("shop-price", f"What is the price of the {p.name} {NOUN[p.category]} on "
-                   "Gadget Depot?", "product-lookup", 1,
-                   [("Price", [f"The {p.name} page shows the price {money(p.price)}"])],
-                   [*_open(p), answer(money(p.price))], [p])
-            for p in d.PRODUCTS[0::2]]
+    return ([_price(p) for p in d.PRODUCTS[0::2]]
+            + pool_only(_price(p) for p in d.PRODUCTS[1::2]))
+
+
+def _stock(p: d.Product) -> Draft:
+    text = str(p.stock) if p.stock else "Out of stock"
+    fact = f"The {p.name} page says {p.stock} left" if p.stock else (
+        f"The {p.name} page says it is out of stock")
+    return _draft("shop-stock", f"How many units of the {p.name} are left in stock at "
+                  "Gadget Depot? Answer 'Out of stock' if there are none.",
+                  "product-lookup", 2, [("Stock", [fact])], [*_open(p), answer(text)], [p])
 
 
 def stock() -> list[Draft]:
-    out: list[Draft] = []
-    for p in d.PRODUCTS[1::2]:
-        text = str(p.stock) if p.stock else "Out of stock"
-        fact = f"The {p.name} page says {p.stock} left" if p.stock else (
-            f"The {p.name} page says it is out of stock")
-        out.append(_draft("shop-stock", f"How many units of the {p.name} are left in stock at "
-                          "Gadget Depot? Answer 'Out of stock' if there are none.",
-                          "product-lookup", 2, [("Stock", [fact])], [*_open(p), answer(text)],
-                          [p]))
-    return out
+    return ([_stock(p) for p in d.PRODUCTS[1::2]]
+            + pool_only(_stock(p) for p in d.PRODUCTS[0::2]))
+
+
+def _spec(p: d.Product, key: str) -> Draft:
+    phrase = SPEC_PHRASE.get(key, key if key == "RAM" else key.lower())
+    return _draft("shop-spec", f"On Gadget Depot, what is the {phrase} of the {p.name} "
+                  f"{NOUN[p.category]}?", "product-lookup", 2,
+                  [("Spec", [f"The {p.name} specifications list {key} {p.specs[key]}"])],
+                  [link(d.CATEGORY_NAMES[p.category]), link(p.name), answer(p.specs[key])],
+                  [p])
 
 
 def spec() -> list[Draft]:
+    """One spec a product (rotating); its other specs pool-only."""
     out: list[Draft] = []
+    more: list[Draft] = []
     for i, p in enumerate(d.PRODUCTS):
         keys = [k for k, v in p.specs.items() if v not in ("Yes", "No")]
         key = keys[i % len(keys)]
-        phrase = SPEC_PHRASE.get(key, key if key == "RAM" else key.lower())
-        out.append(_draft("shop-spec", f"On Gadget Depot, what is the {phrase} of the {p.name} "
-                          f"{NOUN[p.category]}?", "product-lookup", 2,
-                          [("Spec", [f"The {p.name} specifications list {key} {p.specs[key]}"])],
-                          [link(d.CATEGORY_NAMES[p.category]), link(p.name),
-                           answer(p.specs[key])], [p]))
-    return out
+        out.append(_spec(p, key))
+        more += [_spec(p, k) for k in keys if k != key]
+    return out + pool_only(more)
 
 
 def _add(p: d.Product, qty: int) -> Action:
@@ -96,17 +112,20 @@ def _add(p: d.Product, qty: int) -> Action:
     return button("Add to cart") if qty == 1 else number("Quantity", str(qty))
 
 
+def _cart_total(i: int, p: d.Product) -> Draft:
+    qty = min(p.stock, 2 + i % 2)
+    total = money(d.cart_totals({p.slug: qty})[2])
+    return _draft("shop-cart-total", f"Add {qty} units of the {p.name} to the cart on "
+                  "Gadget Depot. What order total does the cart show?", "cart", 4,
+                  [("Cart", [f"The cart holds {qty} × {p.name}"]),
+                   ("Total", [f"The order total is {total}"])],
+                  [*_open(p), _add(p, qty), answer(total)], [p])
+
+
 def cart_total() -> list[Draft]:
-    out: list[Draft] = []
-    for i, p in enumerate(x for x in d.PRODUCTS[0::2] if x.stock):
-        qty = min(p.stock, 2 + i % 2)
-        total = money(d.cart_totals({p.slug: qty})[2])
-        out.append(_draft("shop-cart-total", f"Add {qty} units of the {p.name} to the cart on "
-                          "Gadget Depot. What order total does the cart show?", "cart", 4,
-                          [("Cart", [f"The cart holds {qty} × {p.name}"]),
-                           ("Total", [f"The order total is {total}"])],
-                          [*_open(p), _add(p, qty), answer(total)], [p]))
-    return out
+    return ([_cart_total(i, p) for i, p in enumerate(x for x in d.PRODUCTS[0::2] if x.stock)]
+            + pool_only(_cart_total(i, p)
+                        for i, p in enumerate(x for x in d.PRODUCTS[1::2] if x.stock)))
 
 
 def price_filter() -> list[Draft]:
@@ -161,21 +180,24 @@ def compare_spec() -> list[Draft]:
     return out
 
 
+def _checkout(i: int, p: d.Product) -> Draft:
+    qty = min(p.stock, 1 + i % 2)
+    who, where = BUYERS[i % len(BUYERS)]
+    code = d.order_number({p.slug: qty})
+    return _draft("shop-checkout", f"Buy {qty} × {p.name} on Gadget Depot. Check out as "
+                  f"'{who}', shipping address '{where}'. What is the order number?",
+                  "checkout", 7,
+                  [("Cart", [f"The order contains {qty} × {p.name}"]),
+                   ("Order", [f"The order number is {code}"])],
+                  [*_open(p), _add(p, qty), link("Proceed to checkout"),
+                   type_("textbox", "Full name", who),
+                   type_("textbox", "Shipping address", where), answer(code)], [p])
+
+
 def checkout() -> list[Draft]:
-    out: list[Draft] = []
-    for i, p in enumerate(x for x in d.PRODUCTS[1::2] if x.stock):
-        qty = min(p.stock, 1 + i % 2)
-        who, where = BUYERS[i % len(BUYERS)]
-        code = d.order_number({p.slug: qty})
-        out.append(_draft("shop-checkout", f"Buy {qty} × {p.name} on Gadget Depot. Check out as "
-                          f"'{who}', shipping address '{where}'. What is the order number?",
-                          "checkout", 7,
-                          [("Cart", [f"The order contains {qty} × {p.name}"]),
-                           ("Order", [f"The order number is {code}"])],
-                          [*_open(p), _add(p, qty), link("Proceed to checkout"),
-                           type_("textbox", "Full name", who),
-                           type_("textbox", "Shipping address", where), answer(code)], [p]))
-    return out
+    return ([_checkout(i, p) for i, p in enumerate(x for x in d.PRODUCTS[1::2] if x.stock)]
+            + pool_only(_checkout(i, p)
+                        for i, p in enumerate(x for x in d.PRODUCTS[0::2] if x.stock)))
 
 
 TEMPLATES = [price, stock, spec, cart_total, price_filter, compare_spec, checkout]

@@ -1,5 +1,6 @@
 """Which split a sandbox task belongs to: train, validation or test (held-out entities), or
-ood (held-out templates). Generated and hand-written tasks follow the same rule.
+ood (held-out templates), and which generated train tasks form the rollout pool. Generated
+and hand-written tasks follow the same split rule.
 
 **Entity split.** Every task names the things it is about in `entities` ("product:Cobalt
 Pulse 311", "article:Marlow", "thread:Rome in three days", "route:Lisbon to Berlin",
@@ -29,6 +30,18 @@ existed (`numbered`), so a test task keeps its id. A hand-written task mixing si
 out of sandbox_tasks.jsonl too, and build_tasks.MIXED lists it with the reason (the build
 fails when the table and this rule disagree).
 
+**Rollout pool (inside train).** The same partition one level down: train entities whose
+hash value lies in the next `POOL_SHARE` after validation (35..44), and the next wiki region
+in the same order (Pellucia: its country, a city and a person), are *pool entities*. A
+generated train task whose entities are all pool entities is in the rollout pool (its task
+line says `"pool": "rollout"`): a fresh task for the policy to explore, never in the
+demonstration bank nor teacher-forced (webgym_common.tasks.in_rollout_pool). One with none is
+a bank task; one mixing both is dropped (`pool_apart`), so no generated bank task names a
+pool entity and no pool task a bank one. The pool's entities are few, so the generators draft
+more instances over them (`Draft.pool_only`: other specs, the other half of the catalogue,
+other posts, other dates), kept only in the pool. The hand-written tasks have no pool (a
+few hand-written bank tasks name a pool entity, under templates of their own).
+
 **Template split (ood).** WebGym's out-of-distribution test holds out whole task kinds. Here
 the held-out kind is *comparison*: reading the same attribute on two pages (two products, two
 articles, two search dates) and reporting the winner. The three comparison templates
@@ -53,6 +66,7 @@ from webgym_common.choices import Split
 
 TEST_SHARE = 25  # percent of entities held out for the test split
 VALIDATION_SHARE = 10  # percent of entities set aside for validation, next after the test ones
+POOL_SHARE = 10  # percent of entities whose train tasks form the rollout pool, next again
 OOD_TEMPLATES = frozenset({"shop-compare-spec", "wiki-compare", "travel-compare-days"})
 # The hand-written tasks of the held-out kind (build_tasks.py): they weigh pages against each
 # other too, so they follow the ood rule, not the entity rule.
@@ -101,6 +115,18 @@ def _region_sides() -> tuple[frozenset[str], frozenset[str]]:
 HELD_OUT_REGIONS, VALIDATION_REGIONS = _region_sides()
 
 
+def _pool_regions() -> frozenset[str]:
+    """The first train region in hash order (the next after the test and validation ones):
+    one region, since the one after it would put half of the train articles in the pool."""
+    regions = {region_of(a.title) for a in wiki_data.ARTICLES}
+    order = sorted(regions - HELD_OUT_REGIONS - VALIDATION_REGIONS,
+                   key=lambda r: _digest(f"region:{r}"))
+    return frozenset(order[:1])
+
+
+POOL_REGIONS = _pool_regions()
+
+
 def side_of(entity: str) -> Split:
     """The fixed entity partition (test, validation or train): articles by region, anything
     else by its hash value (test below TEST_SHARE, validation in the next VALIDATION_SHARE)."""
@@ -112,6 +138,30 @@ def side_of(entity: str) -> Split:
     value = hash_value(entity)
     return (Split.TEST if value < TEST_SHARE
             else Split.VALIDATION if value < TEST_SHARE + VALIDATION_SHARE else Split.TRAIN)
+
+
+def in_pool(entity: str) -> bool:
+    """Whether a train entity is a rollout-pool one: an article of a pool region, anything
+    else with a hash value in the `POOL_SHARE` after validation's. Held-out entities never are."""
+    if side_of(entity) != Split.TRAIN:
+        return False
+    kind, _, name = entity.partition(":")
+    if kind == "article":
+        return region_of(name) in POOL_REGIONS
+    low = TEST_SHARE + VALIDATION_SHARE
+    return low <= hash_value(entity) < low + POOL_SHARE
+
+
+def pool_apart(entities: Iterable[str]) -> bool:
+    """Whether a train task keeps the pool apart from the bank: its entities all pool
+    entities or none (a mixed one is dropped, as `keep` drops a task mixing splits)."""
+    return len({in_pool(e) for e in entities}) <= 1
+
+
+def pooled(entities: Iterable[str]) -> bool:
+    """Whether a kept train task is in the rollout pool: it has entities, all pool ones."""
+    listed = list(entities)
+    return bool(listed) and all(map(in_pool, listed))
 
 
 def is_test_entity(entity: str) -> bool:

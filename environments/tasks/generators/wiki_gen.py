@@ -1,7 +1,10 @@
 """Generated Sandpedia tasks: infobox look-ups, facts one and two links deep, comparisons.
 
 Questions follow the infobox links the pages really render: a value written "[[Title]]"
-is a link, so "the capital of Kestrin" is one click from Kestrin's article."""
+is a link, so "the capital of Kestrin" is one click from Kestrin's article.
+
+Each look-up asks one fact an article (or chain), rotating; the other facts are drafted
+pool-only: further tasks over the rollout pool's region (splits)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from collections.abc import Callable
 
 from environments import wiki_data as d
 from environments.tasks.common import Action, answer, go_back, link, type_
-from environments.tasks.generators.draft import Draft
+from environments.tasks.generators.draft import Draft, pool_only
 
 _ONE_LINK = re.compile(r"^\[\[([^\]|]+)\]\]$")
 # Plain (unlinked) infobox labels as a question names them.
@@ -81,36 +84,61 @@ def _category(a: d.Article) -> Action:
     return link(d.CATEGORIES[a.category])
 
 
+def _infobox(a: d.Article, key: str) -> Draft:
+    return Draft("wiki-infobox", f"According to Sandpedia, what is the {PHRASE[key]} of "
+                 f"{_name(a)}?", "wiki", "lookup", 2,
+                 [("Infobox", [f"The {a.title} infobox lists {key} {a.fact(key)}"])],
+                 [_category(a), link(a.title), answer(a.fact(key))], _e(a))
+
+
 def infobox() -> list[Draft]:
     out: list[Draft] = []
+    more: list[Draft] = []
     for i, a in enumerate(d.ARTICLES):
         labels = _plain(a)
         key = labels[i % len(labels)]
-        out.append(Draft("wiki-infobox", f"According to Sandpedia, what is the {PHRASE[key]} of "
-                         f"{_name(a)}?", "wiki", "lookup", 2,
-                         [("Infobox", [f"The {a.title} infobox lists {key} {a.fact(key)}"])],
-                         [_category(a), link(a.title), answer(a.fact(key))], _e(a)))
-    return out
+        out.append(_infobox(a, key))
+        more += [_infobox(a, k) for k in labels if k != key]
+    return out + pool_only(more)
+
+
+def _two_hop(a: d.Article, hop: str, b: d.Article, key: str) -> Draft:
+    return Draft("wiki-two-hop", f"On Sandpedia, what is the {PHRASE[key]} of "
+                 f"{HOP[hop](_name(a))}?", "wiki", "multi-hop", 4,
+                 [("Link", [f"{a.title} lists {hop} {b.title}"]),
+                  ("Fact", [f"{b.title} lists {key} {b.fact(key)}"])],
+                 [type_("searchbox", "Search Sandpedia", a.title), link(b.title),
+                  answer(b.fact(key))], _e(a, b))
 
 
 def two_hop() -> list[Draft]:
     out: list[Draft] = []
+    more: list[Draft] = []
     for a in d.ARTICLES:
         for hop, b in _hops(a):
             labels = _plain(b)
             key = labels[len(out) % len(labels)]
-            out.append(Draft("wiki-two-hop", f"On Sandpedia, what is the {PHRASE[key]} of "
-                             f"{HOP[hop](_name(a))}?", "wiki", "multi-hop", 4,
-                             [("Link", [f"{a.title} lists {hop} {b.title}"]),
-                              ("Fact", [f"{b.title} lists {key} {b.fact(key)}"])],
-                             [type_("searchbox", "Search Sandpedia", a.title), link(b.title),
-                              answer(b.fact(key))], _e(a, b)))
-    return out
+            out.append(_two_hop(a, hop, b, key))
+            more += [_two_hop(a, hop, b, k) for k in labels if k != key]
+    return out + pool_only(more)
+
+
+def _three_hop(a: d.Article, hop1: str, b: d.Article, hop2: str, c: d.Article,
+               key: str) -> Draft:
+    return Draft("wiki-three-hop", f"On Sandpedia, what is the {PHRASE[key]} of "
+                 f"{HOP[hop2](HOP[hop1](_name(a)))}?", "wiki", "multi-hop", 7,
+                 [("First link", [f"{a.title} lists {hop1} {b.title}"]),
+                  ("Second link", [f"{b.title} lists {hop2} {c.title}"]),
+                  ("Fact", [f"{c.title} lists {key} {c.fact(key)}"])],
+                 [_category(a), link(a.title), link(b.title), link(c.title),
+                  answer(c.fact(key))], _e(a, b, c))
 
 
 def three_hop() -> list[Draft]:
-    """Two links deep: one second hop per first hop, rotating, never back to the start."""
+    """Two links deep: one second hop and fact per first hop, rotating, never back to the
+    start; every other second hop and fact pool-only."""
     out: list[Draft] = []
+    more: list[Draft] = []
     for a in d.ARTICLES:
         for hop1, b in _hops(a):
             seconds = [(h, c) for h, c in _hops(b) if c.title != a.title]
@@ -119,14 +147,10 @@ def three_hop() -> list[Draft]:
             hop2, c = seconds[len(out) % len(seconds)]
             labels = _plain(c)
             key = labels[len(out) % len(labels)]
-            out.append(Draft("wiki-three-hop", f"On Sandpedia, what is the {PHRASE[key]} of "
-                             f"{HOP[hop2](HOP[hop1](_name(a)))}?", "wiki", "multi-hop", 7,
-                             [("First link", [f"{a.title} lists {hop1} {b.title}"]),
-                              ("Second link", [f"{b.title} lists {hop2} {c.title}"]),
-                              ("Fact", [f"{c.title} lists {key} {c.fact(key)}"])],
-                             [_category(a), link(a.title), link(b.title), link(c.title),
-                              answer(c.fact(key))], _e(a, b, c)))
-    return out
+            out.append(_three_hop(a, hop1, b, hop2, c, key))
+            more += [_three_hop(a, hop1, b, h, x, k) for h, x in seconds for k in _plain(x)
+                     if (h, x.title, k) != (hop2, c.title, key)]
+    return out + pool_only(more)
 
 
 def _num(value: str) -> float:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.catalog import real_catalog
+from webgym_common.choices import Suite
 from webgym_common.demonstrations import bank_episode_id, bank_tasks, parse_bank_episode_id
 from webgym_common.events import Task
 from webgym_common.leaks import LeakGuard, held_out_leaks
-from webgym_common.tasks import in_rollout_pool
+from webgym_common.tasks import in_rollout_pool, suite_of
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,10 @@ def test_the_bank_is_every_train_reference_the_guard_allows_and_touches_nothing_
     with_refs = [t for t in catalog.values() if t.split == "train" and t.reference_actions
                  and not in_rollout_pool(t)]  # fresh tasks are the policy's alone
     allowed = [t for t in with_refs if guard.trainable(t.task_id)]
-    assert len(chosen) == len(allowed) >= 700
+    assert len(chosen) == len(allowed) >= 600
+    fresh = [t for t in catalog.values() if in_rollout_pool(t) and t.reference_actions]
+    assert {suite_of(t) for t in fresh} == {Suite.MINIWOB, Suite.SANDBOX}  # both have a pool
+    assert not {t.task_id for t in chosen} & {t.task_id for t in fresh}
     assert len(allowed) < len(with_refs)  # train references that a held-out task shares
     assert held_out_leaks([t.task_id for t in chosen], catalog) == []
     assert {t.task_id for t in bank_tasks(catalog.values(), ["miniwob"])} == {

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.catalog import real_catalog
+from webgym_common.choices import Suite
+from webgym_common.demonstrations import bank_tasks
 from webgym_common.events import Task
 from webgym_common.leaks import (
     LeakGuard,
@@ -15,7 +17,7 @@ from webgym_common.leaks import (
     solution_of,
     train_solutions,
 )
-from webgym_common.tasks import group_of
+from webgym_common.tasks import entities_of, group_of, in_rollout_pool, suite_of
 
 HELD_OUT = ("test", "validation", "ood")
 
@@ -46,6 +48,28 @@ def test_nothing_the_guard_lets_train_shares_a_mark_with_a_held_out_task(
     held_solutions = {solution_of(t) for t in held} - {None}
     assert not [t.task_id for t in trainable if solution_of(t) in held_solutions]
     assert not {group_of(t) for t in trainable} & {group_of(t) for t in held if t.split == "ood"}
+
+
+def test_the_rollout_pools_are_train_tasks_clear_of_held_out_and_bank_marks(
+        catalog: dict[str, Task]) -> None:
+    """Both suites have a rollout pool of at least 128 train tasks the guard lets train (an
+    iteration's episodes); the sandbox's shares no mark with a held-out task at all (a
+    MiniWoB++ rollout seed may repeat a held-out seed's solution: the guard refuses it), and
+    no sandbox pool task shares a template and entity with a task of the bank."""
+    guard = LeakGuard.of(catalog)
+    pool = [t for t in catalog.values() if in_rollout_pool(t)]
+    assert {t.split for t in pool} == {"train"}
+    per_suite = {suite: [t for t in pool if suite_of(t) == suite]
+                 for suite in (Suite.MINIWOB, Suite.SANDBOX)}
+    trainable = {suite: sum(guard.trainable(t.task_id) for t in tasks)
+                 for suite, tasks in per_suite.items()}
+    assert min(trainable.values()) >= 128, trainable
+    assert trainable[Suite.SANDBOX] == len(per_suite[Suite.SANDBOX])
+    bank = bank_tasks(catalog.values())
+    assert not {t.task_id for t in bank} & {t.task_id for t in pool}
+    banked = {(group_of(t), e) for t in bank for e in entities_of(t)}
+    assert not [t.task_id for t in per_suite[Suite.SANDBOX]
+                if {(group_of(t), e) for e in entities_of(t)} & banked]
 
 
 def test_the_solution_mark_refuses_train_tasks_a_held_out_task_repeats(

@@ -14,7 +14,14 @@ from environments.app import GENERATED_TASKS_FILE
 from environments.tasks.generators import splits
 from environments.tasks.generators.build import generated_tasks, summary_table
 from webgym_common.choices import Split, Suite
-from webgym_common.tasks import band_of, max_steps_for, parse_task_line, read_task_file, suite_of
+from webgym_common.tasks import (
+    ROLLOUT_POOL,
+    band_of,
+    max_steps_for,
+    parse_task_line,
+    read_task_file,
+    suite_of,
+)
 
 LINES = [ln for ln in GENERATED_TASKS_FILE.read_text(encoding="utf-8").splitlines() if ln.strip()]
 TASKS: list[dict[str, Any]] = [json.loads(ln) for ln in LINES]
@@ -85,6 +92,30 @@ def test_each_split_holds_the_entities_of_its_side_only() -> None:
     for t in TASKS:
         sides = {splits.side_of(e) for e in t["entities"]}
         assert sides == ({Split.TEST} if t["split"] == "ood" else {t["split"]}), t["task_id"]
+
+
+def test_the_rollout_pool_holds_fresh_train_entities_only() -> None:
+    """The pool's tasks are train, about pool entities only; no bank task (a train task
+    outside the pool) names one, so no pool (template, entity) is ever a bank task's."""
+    pool = [t for t in TASKS if "pool" in t]
+    bank = [t for t in _of("train") if "pool" not in t]
+    assert len(pool) >= 128 and {t["pool"] for t in pool} == {ROLLOUT_POOL}
+    assert {t["split"] for t in pool} == {"train"}
+    assert all(t["reference_actions"] and t["entities"] for t in pool)
+    for t in pool:
+        assert all(map(splits.in_pool, t["entities"])), t["task_id"]
+    for t in bank:
+        assert not any(map(splits.in_pool, t["entities"])), t["task_id"]
+    pairs = {(t["template"], e) for t in bank for e in t["entities"]}
+    assert not [t["task_id"] for t in pool if {(t["template"], e) for e in t["entities"]} & pairs]
+    # every site and band, most templates (no price-filter pair and no staff-login thread is
+    # a pool one), and every template with a pool keeps bank tasks too
+    assert {t["domain"] for t in pool} == SITES
+    assert {band_of(t["difficulty"]) for t in pool} == BANDS
+    per_template = Counter(t["template"] for t in pool)
+    assert len(per_template) >= 15, per_template
+    assert len(bank) > len(pool) and all(
+        any(b["template"] == template for b in bank) for template in per_template)
 
 
 def test_ood_templates_are_never_in_train_or_test() -> None:

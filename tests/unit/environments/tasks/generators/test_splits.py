@@ -66,3 +66,33 @@ def test_numbering_ignores_validation_so_test_ids_stay() -> None:
     assert not splits.keep("shop-price", [TRAIN, VALIDATION])
     assert not splits.numbered("shop-price", [TRAIN, TEST])
     assert splits.numbered("wiki-compare", [TEST]) and not splits.numbered("wiki-compare", [TRAIN])
+
+
+POOL = "product:Cobalt Rapid 975"  # a train entity with hash value 42: in the pool's slice
+
+
+def test_the_rollout_pool_is_the_next_slice_of_the_train_entities() -> None:
+    low = splits.TEST_SHARE + splits.VALIDATION_SHARE
+    assert splits.side_of(POOL) == Split.TRAIN and splits.in_pool(POOL)
+    assert not any(map(splits.in_pool, (TRAIN, VALIDATION, TEST)))
+    names = [f"product:p{i}" for i in range(2000)]
+    for name in names:  # train entities only, and the held-out sides exactly as they were
+        assert splits.in_pool(name) == (low <= splits.hash_value(name) < low + splits.POOL_SHARE)
+        assert not splits.in_pool(name) or splits.side_of(name) == Split.TRAIN
+    share = sum(map(splits.in_pool, names)) / len(names)
+    assert abs(share - splits.POOL_SHARE / 100) < 0.03
+
+
+def test_the_pool_region_is_the_next_train_region_in_hash_order() -> None:
+    """Pinned: a change here moves articles between the bank and the pool."""
+    assert splits.POOL_REGIONS == {"Pellucia"}
+    pool = [a.title for a in wiki_data.ARTICLES if splits.in_pool(f"article:{a.title}")]
+    assert pool and all(splits.region_of(t) == "Pellucia" for t in pool)
+    assert not splits.in_pool("article:Veloria")  # a test region's article never is
+
+
+def test_a_train_task_mixing_pool_and_bank_entities_is_dropped() -> None:
+    assert splits.pool_apart([POOL, POOL]) and splits.pooled([POOL, POOL])
+    assert splits.pool_apart([TRAIN]) and not splits.pooled([TRAIN])
+    assert not splits.pool_apart([POOL, TRAIN])
+    assert splits.pool_apart([]) and not splits.pooled([])  # no entities: a bank task
