@@ -10,8 +10,8 @@ from webgym_cli.common import console, one_line_errors
 from webgym_common.choices import Suite
 from webgym_common.config import get_settings
 
-app = typer.Typer(help="The demonstration bank the trainer's warm start learns from.",
-                  no_args_is_help=True)
+app = typer.Typer(help="The demonstration bank the trainer's warm start learns from.\n\n"
+                  "Example: webgym demos build --suite miniwob", no_args_is_help=True)
 
 
 @app.command("build")
@@ -23,12 +23,13 @@ def build(
         None, help="At most this many tasks, spread over environments and templates."),
     minutes: float = typer.Option(60.0, help="Deadline of every bank episode, from now."),
 ) -> None:
-    """Teacher-force the train split's reference sequences through the pipeline once.
+    """Build the demonstration bank.
 
-    Needs the pipeline running (`webgym pipeline up`). Their steps reach webgym.replay as
-    demonstrations, with the prompt the policy sends; the trainer's first run learns from
-    all of them, later runs mix them in (WEBGYM_TRAINER__DEMONSTRATION_SHARE). Building
-    again resumes; a new prompt version builds a new bank. No test or ood task can enter.
+    Teacher-forces the train split's reference sequences through the pipeline once. Needs the
+    pipeline running (`webgym pipeline up`). Their steps reach webgym.replay as demonstrations,
+    with the prompt the policy sends; the trainer's first run learns from all of them, later
+    runs mix them in (WEBGYM_TRAINER__DEMONSTRATION_SHARE). Building again resumes; a new prompt
+    version builds a new bank. No test or ood task can enter.
 
     Example: webgym demos build --suite miniwob --limit 100"""
     from producers.controller.demonstrations import build_bank

@@ -14,13 +14,13 @@ from webgym_common.processes import PROCESSES, Process
 
 app = typer.Typer()
 
-HELP = """Serve AgentGym's env-server API (verl drives the browsers over HTTP).
+HELP = """Serve AgentGym's env-server API over HTTP.
 
-    Routes: /create, /reset, /step, /observation, /close, /list_envs. Each env is an
-    episode of the pipeline (driver external): run browser workers and the evaluator
-    beside it; `idx` in /reset picks the catalog's tasks sorted by task_id. The same
-    process as `webgym worker envserver`; `webgym pipeline up --with-envserver` runs it
-    supervised beside the others.
+    verl (or any AgentGym client) drives the pipeline's browsers through it. Routes: /create,
+    /reset, /step, /observation, /close, /list_envs. Each env is an episode of the pipeline
+    (driver external): run browser workers and the evaluator beside it; `idx` in /reset picks
+    the catalog's tasks sorted by task_id. The same process as `webgym worker envserver`;
+    `webgym pipeline up --with-envserver` runs it supervised beside the others.
 
     Example: webgym envserver --port 18790 --idle-timeout 900"""
 

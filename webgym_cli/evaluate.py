@@ -44,7 +44,7 @@ def eval_command(
         "environment, sandbox 8 per template: 132 and 117 test tasks)."),
     baseline: bool = typer.Option(
         False, help="Evaluate the scripted baseline (clicks the marks in order, then answers) "
-        "instead of a model: the floor a version must beat. Its results have version -1."),
+        "instead of a model: the floor a version must beat. Its version is -1."),
     seed: int = typer.Option(0, help="Seeds the task draw (the policy samples test episodes "
                              "at WEBGYM_POLICY__EVAL_TEMPERATURE with WEBGYM_POLICY__EVAL_SEED)."),
     max_steps: int | None = typer.Option(None, help="Caps each episode's steps."),
@@ -54,10 +54,11 @@ def eval_command(
         "version and the baseline evaluated on it so far (curve.csv, per_task.csv, "
         "per_group.csv, curve.png), McNemar's p against v0 included."),
 ) -> None:
-    """Run the test split(s) on a fixed seed and temperature; publish and print the results.
+    """Evaluate a model version on the held-out splits.
 
-    Needs the pipeline running (`webgym pipeline up`) and a task file with splits loaded.
-    Evaluation episodes never feed replay and count in no iteration's metrics.
+    The test split (or ood, or both) at a fixed seed and temperature; the results are published
+    and printed. Needs the pipeline running (`webgym pipeline up`) and a task file with splits
+    loaded. Evaluation episodes never feed replay and count in no iteration's metrics.
 
     Example: webgym eval --heldout --suite miniwob --seed 1 --max-steps 8"""
     if Split.TRAIN in split:

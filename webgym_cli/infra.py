@@ -14,7 +14,8 @@ from webgym_cli.common import console, one_line_errors, settings_with
 from webgym_common.config import Settings, get_settings
 from webgym_common.config.stack_secrets import secrets_file
 
-app = typer.Typer(help="The embedded stack (Kafka, MinIO, sandbox web).", no_args_is_help=True)
+app = typer.Typer(help="The embedded stack (Kafka, MinIO, sandbox web).\n\n"
+                  "Example: webgym infra up --with-vllm", no_args_is_help=True)
 
 
 @app.command("up")
@@ -29,7 +30,9 @@ def infra_up(
              "min.insync.replicas 2.",
     ),
 ) -> None:
-    """Start Kafka (KRaft), MinIO and the sandbox web on 127.0.0.1; wait until healthy.
+    """Start Kafka, MinIO and the sandbox web; wait until healthy.
+
+    Kafka runs in KRaft mode; everything listens on 127.0.0.1 (WEBGYM_INFRA__HOST).
 
     Example: webgym infra up --with-vllm"""
     from infra import exposure, stack
@@ -66,7 +69,10 @@ def infra_prepare(
         True, help="The Kafka jars and MinIO (--no-stack: only what --with-* names, e.g. "
         "in the trainer's image, which runs no broker)."),
 ) -> None:
-    """Fetch the Kafka jars and build MinIO into the cache (done by `up` when missing).
+    """Fetch Kafka's jars and build MinIO into the cache.
+
+    `webgym infra up` does it for what is missing; --with-vllm and --with-trainer add
+    vLLM's and LLaMA-Factory's venvs.
 
     Example: webgym infra prepare --with-vllm --with-trainer"""
     from infra import browser_user, kafka_broker, minio_server, trainer_env, vllm_server
@@ -131,14 +137,16 @@ def infra_status() -> None:
     raise typer.Exit(0 if healthy else 1)
 
 
-@app.command("down")
+def down_help(command: str) -> str:
+    """The help of `webgym <command>` (`webgym down` is `webgym infra down`)."""
+    return ("Stop everything webgym started.\n\n"
+            "The pipeline, the monitor, Kafka, MinIO, vLLM and the sandbox. Fails naming any "
+            f"port still listening.\n\nExample: webgym {command}")
+
+
+@app.command("down", help=down_help("infra down"))
 @one_line_errors
 def infra_down() -> None:
-    """Stop everything webgym started: pipeline, monitor, Kafka, MinIO, vLLM, sandbox.
-
-    Fails naming any port still listening.
-
-    Example: webgym down"""
     from infra import pipeline, stack
 
     settings = get_settings()
@@ -153,11 +161,12 @@ def infra_down() -> None:
 @app.command("minio-users")
 @one_line_errors
 def infra_minio_users() -> None:
-    """Make the bucket and a MinIO user per service (compose's minio-users).
+    """Make the bucket and a MinIO user per service.
 
-    Each user's policy allows only what its service does (infra/minio_users.py). Runs as
-    MinIO's root user (WEBGYM_S3__ACCESS_KEY / WEBGYM_S3__SECRET_KEY); each service's
-    password is MINIO_<SERVICE>_PASSWORD, e.g. MINIO_BROWSER_PASSWORD.
+    What compose's minio-users service runs. Each user's policy allows only what its service
+    does (infra/minio_users.py). Runs as MinIO's root user (WEBGYM_S3__ACCESS_KEY /
+    WEBGYM_S3__SECRET_KEY); each service's password is MINIO_<SERVICE>_PASSWORD, e.g.
+    MINIO_BROWSER_PASSWORD.
 
     Example: webgym infra minio-users"""
     import os

@@ -34,12 +34,13 @@ RICH_HELP_COLUMNS = 100
 if shutil.get_terminal_size().columns < RICH_HELP_COLUMNS:
     typer.core.HAS_RICH = False
 
-app = typer.Typer(help="WebGym Stream: RL for web agents over Kafka.", no_args_is_help=True)
+app = typer.Typer(help="WebGym Stream: RL for web agents over Kafka.\n\n"
+                  "Example: webgym run --iterations 2", no_args_is_help=True)
 app.add_typer(rollout.app)  # rollout, run, drive, export: top-level commands
 app.add_typer(evaluate.app)  # eval
 app.add_typer(monitor.app)  # monitor
 app.add_typer(envserver.app)  # envserver
-app.command("down")(infra.infra_down)  # the same as `webgym infra down`
+app.command("down", help=infra.down_help("down"))(infra.infra_down)  # = `webgym infra down`
 app.add_typer(pipeline.app, name="pipeline")
 app.add_typer(infra.app, name="infra")
 app.add_typer(topics.app, name="topics")

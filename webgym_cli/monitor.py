@@ -21,7 +21,7 @@ def monitor_command(
         None, help="The scored topic to show (a full name, e.g. a re-scored history; "
         "default: <prefix>.episodes.scored)."),
 ) -> None:
-    """Serve the read-only monitor web app (live rollout, plots, trajectories).
+    """Serve the read-only monitor web app.
 
     Pages: the live iteration, metrics plots, the trajectory viewer, models, tasks and dead
     letters. Reads every topic without a group; commits and publishes nothing.

@@ -15,8 +15,8 @@ from webgym_common.choices import PolicyKind
 from webgym_common.config import get_settings
 from webgym_common.processes import PROCESSES, ProcessSpec
 
-app = typer.Typer(help="The pipeline's worker processes in the background.",
-                  no_args_is_help=True)
+app = typer.Typer(help="The pipeline's worker processes in the background.\n\n"
+                  "Example: webgym pipeline up --policy teacher", no_args_is_help=True)
 
 
 def opt_in_flag(spec: ProcessSpec) -> inspect.Parameter:
@@ -85,7 +85,9 @@ def pipeline_down() -> None:
 @app.command("status")
 @one_line_errors
 def pipeline_status() -> None:
-    """Show each pipeline process: pid, ready, restarts by the supervisor, last exit.
+    """Show each pipeline process and its state.
+
+    Its pid, whether it is ready, its restarts by the supervisor and its last exit.
 
     Example: webgym pipeline status"""
     import time

@@ -24,8 +24,8 @@ from rich.table import Table
 from webgym_cli.common import console, one_line_errors, settings_with
 from webgym_common.choices import JudgeKind
 
-app = typer.Typer(help="Re-read a range of the log: re-score, re-filter, export.",
-                  no_args_is_help=True)
+app = typer.Typer(help="Re-read a range of the log: re-score, re-filter, export.\n\n"
+                  "Example: webgym reprocess export --iterations 0-2", no_args_is_help=True)
 
 FROM = typer.Option(None, "--from", help="Start: an offset (every partition) or an ISO time.")
 TO = typer.Option(None, "--to", help="End (exclusive): an offset or an ISO time.")
@@ -92,7 +92,10 @@ def rescore_command(
         None, "--batch", min=1, help="Episodes judged at once and written in one transaction "
         "(default 256 with the rules, 16 with the LLM judge)."),
 ) -> None:
-    """Score past episodes again with a judge, into a new topic; report the agreement.
+    """Score past episodes again, into a new topic.
+
+    With the rules or the LLM judge (--judge); reports the agreement with the scores the
+    pipeline gave.
 
     Example: webgym reprocess rescore --judge rules --to-topic webgym.rescored.r1"""
     from processors.evaluator.judge import make_judge
@@ -142,8 +145,10 @@ def refilter_command(
     to_topic: str = typer.Option(..., "--to-topic", help="The new replay topic."),
     from_topic: str | None = typer.Option(
         None, "--from-topic", help="A scored topic (default: the pipeline's; or one that "
-        "`replay rescore` wrote)."),
-    success_only: bool = typer.Option(True, "--success-only/--any-reward"),
+        "`webgym reprocess rescore` wrote)."),
+    success_only: bool = typer.Option(
+        True, "--success-only/--any-reward",
+        help="Only successful episodes' steps (reward 1), or every episode's."),
     same_screenshot: bool = typer.Option(
         True, "--same-screenshot/--keep-same-screenshot",
         help="Drop a step whose next screenshot is the same (WebGym's filter)."),
@@ -155,9 +160,14 @@ def refilter_command(
     seed: int = typer.Option(0, "--seed", help="The draw's seed (a re-run draws the same)."),
     start: str | None = FROM, end: str | None = TO, iterations: str | None = ITERATIONS,
 ) -> None:
-    """Build a new replay set from the scored history with the given filters.
+    """Build a new replay set from the scored history.
 
-    Example: webgym reprocess refilter --to-topic webgym.replay.rebuilt --include-failures"""
+    The replay processor's rules with the filters given; with --samples, the trainer's
+    recency-biased draw.
+
+    \b
+    Example: webgym reprocess refilter --to-topic webgym.replay.rebuilt \\
+      --include-failures"""
     from consumers.trainer.draw import draw
     from processors.reprocess.refilter import Filters, refilter
     from webgym_common.topics import Topic
@@ -193,7 +203,9 @@ def export_command(
     blobs: bool = typer.Option(False, "--blobs", help="Copy screenshots, inline prompts."),
     start: str | None = FROM, end: str | None = TO, iterations: str | None = ITERATIONS,
 ) -> None:
-    """Iteration files: Avro containers (zstandard) and WebGym's trajectory layout.
+    """Write iteration files from a range of the log.
+
+    Avro containers (zstandard) and, unless --avro-only, WebGym's trajectory layout.
 
     Example: webgym reprocess export --iterations 0-2 --out /tmp/trajectories"""
     from consumers.archiver import default_out_dir

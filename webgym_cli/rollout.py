@@ -27,7 +27,10 @@ def rollout_command(
     strategy: SamplingStrategy | None = typer.Option(
         None, help="Sampling (default: WEBGYM_ROLLOUT__STRATEGY)."),
 ) -> None:
-    """Run rollout iterations: sample, request, follow with live progress, print metrics.
+    """Run rollout iterations on a running pipeline.
+
+    Samples tasks, requests their episodes, follows them with live progress and prints the
+    metrics.
 
     Example: webgym rollout --split train --tasks-per-iteration 16 --iterations 2"""
     from producers.controller.run import rollout
@@ -49,8 +52,8 @@ def run(
     bank: int = typer.Option(
         510, help="Train tasks whose verified references go into the demonstration bank "
         "before the loop (spread over MiniWoB++ environments; the first LoRA run learns "
-        "from it; the default is the whole bank the leak guard lets train, 336 tasks); "
-        "0: none."),
+        "from it; the default holds the whole bank the leak guard lets train, 336 "
+        "tasks); 0: none."),
     demonstrations: float = typer.Option(
         0.0, help="Share of each iteration's episodes run teacher-forced (counted apart, "
         "never in success_rate)."),
@@ -80,11 +83,12 @@ def run(
         True, help="Start `webgym monitor` beside the pipeline (left serving after the run; "
         "`webgym pipeline down` stops it)."),
 ) -> None:
-    """The main job: stack up, sandbox tasks loaded, pipeline up, the RL loop, export.
+    """Run everything: the stack, the pipeline and the RL loop.
 
-    Each iteration: rollouts -> scores -> replay samples -> one LoRA run (LLaMA-Factory) ->
-    the new version hot-loaded into vLLM -> the next iteration on it. Before the loop, a
-    demonstration bank; around it, the held-out evaluation and its report.
+    Starts the embedded stack, loads the task suites, starts the pipeline, runs the loop and
+    exports each iteration. Each iteration: rollouts -> scores -> replay samples -> one LoRA run
+    (LLaMA-Factory) -> the new version hot-loaded into vLLM -> the next iteration on it. Before
+    the loop, a demonstration bank; around it, the held-out evaluation and its report.
 
     Example: webgym run --iterations 2 --eval-per-group 1"""
     train = train and policy == PolicyKind.VLLM
@@ -118,7 +122,7 @@ def run_timeout_s(train_steps: int) -> float:
 @app.command("curve")
 @one_line_errors
 def curve(
-    iterations: int = typer.Option(3, help="Iterations, a LoRA run after each."),
+    iterations: int = typer.Option(3, help="Iterations, each followed by a LoRA run."),
     tasks_per_iteration: int = typer.Option(16, help="Policy episodes per iteration."),
     bank: int = typer.Option(
         510, help="Train tasks in the demonstration bank, spread over the environments and "
@@ -128,7 +132,7 @@ def curve(
     per_group: int = typer.Option(
         6, help="Held-out tasks per environment / template (MiniWoB++ test: 132 tasks, 71 "
         "of them with a solution no train task has)."),
-    eval_max_steps: int = typer.Option(8, help="Caps each held-out episode's steps."),
+    eval_max_steps: int = typer.Option(8, help="Caps the steps of each held-out episode."),
     episode_minutes: float = typer.Option(
         5.0, help="Training episodes end (timed out) after this long; an iteration waits for "
         "its last one (held-out episodes end at their step cap)."),
@@ -136,12 +140,12 @@ def curve(
         8, help="Caps each training episode's steps (a policy that loops ends sooner)."),
     suite: Suite = typer.Option(
         Suite.MINIWOB, help="The suite of the bank and the held-out set (all: both; the "
-        "sandbox's curve needs a longer warm start, --train-steps 650)."),
+        "sandbox's curve needs a longer warm start, with --train-steps 650)."),
     attempts: int = typer.Option(
         1, help="Runs of each drawn training task in an iteration (group sampling: k >= 4 "
         "with a temperature above 0)."),
     temperature: float = typer.Option(0.0, help="The policy's sampling temperature in "
-                                      "training episodes (held-out episodes: 0)."),
+                                      "training episodes (held-out episodes run at 0)."),
     train_pool: TrainPool = typer.Option(
         TrainPool.ALL, help="Training draws: any train task, or only the rollout pool "
         "(MiniWoB++ seeds and sandbox tasks the bank never holds)."),
@@ -162,16 +166,18 @@ def curve(
         help="A Hugging Face model directory to serve and train instead of SmolLM2-135M "
         "(with WEBGYM_TRAINER__TEMPLATE, its LLaMA-Factory chat template)."),
 ) -> None:
-    """The learning curve on a fixed held-out set (MiniWoB++ by default, ~66 min on 2 cores).
+    """The learning curve on a fixed held-out set.
 
     The demonstration bank, the loop, and the baseline, v0 and every trained version on
-    the suite's test split.
+    the suite's test split (MiniWoB++ by default, about 66 minutes on 2 cores).
 
     Writes curve.csv (each version's success, interval and McNemar p against v0, on all
     held-out tasks and on the novel-solution ones), per_task.csv, per_group.csv and
     curve.png to --out.
 
-    Example: webgym curve --attempts 4 --temperature 0.7 --train-pool rollout --out /tmp/c"""
+    \b
+    Example: webgym curve --attempts 4 --temperature 0.7 --train-pool rollout \\
+      --out /tmp/curve-rl"""
     settings = settings_with(policy={"kind": PolicyKind.VLLM, "temperature": temperature},
                              rollout={"train": True, "demonstration_share": 0.0,
                                       "task_timeout_minutes": episode_minutes,
@@ -232,10 +238,15 @@ def _services() -> Any:
 @one_line_errors
 def drive_reference(
     task_ids: list[str] = typer.Argument(None, help="Task ids (default: every task in the file)."),
-    tasks_file: Path = typer.Option(SANDBOX_TASKS, "--tasks", help="JSONL task file."),
+    tasks_file: Path = typer.Option(
+        SANDBOX_TASKS, "--tasks", show_default=False,
+        help="JSONL task file (default: environments/tasks/sandbox_tasks.jsonl)."),
     timeout_s: float = typer.Option(300.0, "--timeout", help="Seconds for all episodes."),
 ) -> None:
-    """Run tasks end to end through Kafka, feeding their reference actions as ActionChosen.
+    """Run tasks through Kafka with their reference actions.
+
+    Each task's reference actions are published as its ActionChosen events, end to end
+    through the browser workers and the evaluator.
 
     Example: webgym drive --tasks environments/tasks/sandbox_tasks.jsonl shop-001"""
     from producers.drive_reference import drive, episode_request
@@ -290,9 +301,11 @@ def export(
     rank: int | None = typer.Option(
         None, "--rank", help="Node rank, for iteration{N}_rank_{R}.avro."),
 ) -> None:
-    """Write an iteration's scored episodes to an Avro container file (zstandard).
+    """Write an iteration's scored episodes to an Avro file.
 
-    Example: webgym export --iteration 0 --out /tmp/iteration-0.avro"""
+    An Avro container file (zstandard), iteration{N}.avro, in the --out directory.
+
+    Example: webgym export --iteration 0 --out /tmp/trajectories"""
     from consumers.archiver import export_iteration
 
     result = asyncio.run(export_iteration(get_settings(), iteration, out, rank))

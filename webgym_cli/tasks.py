@@ -11,7 +11,9 @@ from webgym_cli.common import console, one_line_errors
 from webgym_common.choices import Split
 from webgym_common.config import get_settings
 
-app = typer.Typer(help="The task catalog (webgym.tasks).", no_args_is_help=True)
+app = typer.Typer(help="The task catalog (webgym.tasks).\n\n"
+                  "Example: webgym tasks load environments/tasks/sandbox_tasks.jsonl",
+                  no_args_is_help=True)
 
 
 @app.command("load")
@@ -22,7 +24,9 @@ def tasks_load(
         None, help="The file's split, for lines without one (WebGym keeps train and test in "
         "separate files); without it a line with no split is refused."),
 ) -> None:
-    """Validate a task file and publish its good lines to webgym.tasks (bad lines reported).
+    """Validate a task file and publish it to webgym.tasks.
+
+    Its good lines are published, its bad lines reported.
 
     Example: webgym tasks load my_test_tasks.jsonl --split test"""
     from producers.catalog import run_tasks_load

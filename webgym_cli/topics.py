@@ -10,7 +10,8 @@ from rich.table import Table
 from webgym_cli.common import console, one_line_errors
 from webgym_common.config import get_settings
 
-app = typer.Typer(help="Topics from the registry.", no_args_is_help=True)
+app = typer.Typer(help="Topics from the registry.\n\nExample: webgym topics list",
+                  no_args_is_help=True)
 
 
 @app.command("create")
@@ -30,7 +31,9 @@ def topics_create() -> None:
 @app.command("list")
 @one_line_errors
 def topics_list() -> None:
-    """Show the registry: names, partitions, cleanup policy, retention (faust's topics too).
+    """Show the topic registry.
+
+    Each topic's name, partitions, cleanup policy and retention, faust's topics too.
 
     Example: webgym topics list"""
     from webgym_common.topics import all_topic_specs

@@ -17,7 +17,8 @@ from webgym_common.config import Settings
 from webgym_common.processes import PROCESSES, Option, Process, ProcessSpec
 from webgym_common.topics import group_id
 
-app = typer.Typer(help="Pipeline processes (run several to scale).", no_args_is_help=True)
+app = typer.Typer(help="Pipeline processes (run several to scale).\n\n"
+                  "Example: webgym worker browser --contexts 4", no_args_is_help=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

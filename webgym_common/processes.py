@@ -70,7 +70,7 @@ class ProcessSpec:
 
     name: Process
     entry: str  # "module:function(settings, **keywords)"
-    summary: str  # one line: the worker command's help, the docs' table
+    summary: str  # one short line: the worker command's help, the docs' table
     group: Group | None  # its consumer group (a faust app's id); None: reads without one
     # Every topic its code reads (its own output too, where it restores its state from it)
     # and writes; the dead-letter topic aside, which every process may write.
@@ -114,7 +114,7 @@ EPISODE_TOPICS = (Topic.EPISODES, Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISO
 
 PROCESSES: dict[Process, ProcessSpec] = {s.name: s for s in (
     ProcessSpec(Process.BROWSER, "producers.browser.worker:run_browser_worker",
-                "drives Chromium: one episode per context, a StepObserved per step",
+                "drives Chromium: one episode per context, one event per step",
                 Group.BROWSERS, (Topic.EPISODES, Topic.ACTIONS, Topic.CONTROL,
                                  Topic.EPISODES_COMPLETED),
                 (Topic.OBSERVATIONS, Topic.EPISODES_COMPLETED),
@@ -124,7 +124,7 @@ PROCESSES: dict[Process, ProcessSpec] = {s.name: s for s in (
                        "broker {s.kafka.bootstrap_servers}",
                 scalable=True, object_store=True),
     ProcessSpec(Process.POLICY, "processors.policy.app:run_policy_worker",
-                "decides an action for every observation (vLLM, teacher or baseline)",
+                "decides an action per observation (vLLM, teacher or baseline)",
                 Group.POLICY, (Topic.EPISODES, Topic.EPISODES_COMPLETED, Topic.OBSERVATIONS,
                                Topic.MODELS_SERVED, Topic.ACTIONS),
                 (Topic.ACTIONS,),
@@ -135,7 +135,7 @@ PROCESSES: dict[Process, ProcessSpec] = {s.name: s for s in (
                 faust=True, tables=((StateTable.POLICY_CONTEXTS, Topic.EPISODES),),
                 asynchronous=False, scalable=True, object_store=True),
     ProcessSpec(Process.EVALUATOR, "processors.evaluator.app:run_evaluator_worker",
-                "scores every completed episode exactly once (rules, LLM judge, page reward)",
+                "scores each completed episode exactly once (rules, LLM judge)",
                 Group.EVALUATOR, EPISODE_TOPICS, (Topic.EPISODES_SCORED, Topic.BLOCKLIST),
                 options=(Option("judge", JudgeKind, "Judge (default: WEBGYM_EVALUATOR__JUDGE).",
                                 "evaluator.judge"),),
@@ -186,7 +186,7 @@ PROCESSES: dict[Process, ProcessSpec] = {s.name: s for s in (
     # No group: it reads the three topics from their end and the catalog from the start,
     # commits nothing; a restarted server has no envs (clients create them again).
     ProcessSpec(Process.ENVSERVER, "producers.envserver.app:run_envserver",
-                "serves AgentGym's env-server API: HTTP clients drive the episodes",
+                "serves AgentGym's env-server API to HTTP clients",
                 None, (Topic.TASKS, Topic.OBSERVATIONS, Topic.EPISODES_COMPLETED,
                        Topic.EPISODES_SCORED),
                 (Topic.EPISODES, Topic.ACTIONS, Topic.CONTROL),

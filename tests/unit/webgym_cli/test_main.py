@@ -70,9 +70,7 @@ def commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ..
 def test_every_command_has_an_example_using_only_its_own_options() -> None:
     for path, command in commands(typer.main.get_command(app)):
         help_text = command.help or ""
-        # `webgym down` is `webgym infra down` under a shorter name
-        assert ("Example: webgym " + " ".join(path) in help_text
-                or path == ("infra", "down") and "Example: webgym down" in help_text), path
+        assert "Example: webgym " + " ".join(path) in help_text, path
         example = help_text.split("Example: ")[1].splitlines()[0]
         known = {opt for p in command.params for opt in (*p.opts, *p.secondary_opts)}
         used = {word.split("=")[0] for word in example.split() if word.startswith("--")}
