@@ -38,21 +38,30 @@ class BrowserSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    executable_path: Path = Path("/usr/lib/chromium/chromium-headless-shell")
+    executable_path: Path = Field(
+        Path("/usr/lib/chromium/chromium-headless-shell"),
+        description="the Chromium binary (Debian's chromium-headless-shell)")
     # Chromium's own sandbox for its renderers (a user namespace and seccomp-bpf each). It
     # refuses root, so a root process launches the browser as `sandbox_user` (created by
     # infra/bootstrap.sh; webgym_common/chromium.py). false = `--no-sandbox`: only where no
     # sandbox can run, e.g. in a container whose seccomp profile forbids user namespaces.
     sandbox: bool = True
-    sandbox_user: str = "webgym-browser"
-    contexts: int = Field(4, ge=1, le=64)
-    viewport_width: int = Field(1280, ge=320, le=4096)
-    viewport_height: int = Field(720, ge=240, le=4096)
-    screenshot_format: ScreenshotFormat = ScreenshotFormat.JPEG
-    screenshot_quality: int = Field(80, ge=1, le=100)
-    action_timeout_s: float = Field(10.0, gt=0)
-    navigation_timeout_s: float = Field(15.0, gt=0)
-    observe_timeout_s: float = Field(15.0, gt=0)
+    sandbox_user: str = Field(
+        "webgym-browser", description="the user a root process runs Chromium as")
+    contexts: int = Field(
+        4, ge=1, le=64, description="episodes a worker runs at once, a browser context each")
+    viewport_width: int = Field(1280, ge=320, le=4096, description="the page's width in pixels")
+    viewport_height: int = Field(720, ge=240, le=4096, description="the page's height in pixels")
+    screenshot_format: ScreenshotFormat = Field(
+        ScreenshotFormat.JPEG, description="the screenshots' image format")
+    screenshot_quality: int = Field(
+        80, ge=1, le=100, description="the screenshots' JPEG or WebP quality")
+    action_timeout_s: float = Field(
+        10.0, gt=0, description="Playwright's timeout for one action on the page")
+    navigation_timeout_s: float = Field(
+        15.0, gt=0, description="Playwright's timeout for a page load")
+    observe_timeout_s: float = Field(
+        15.0, gt=0, description="the longest an observation (screenshot, page tree) takes")
     # After an action: wait until no request is in flight and the DOM has not changed for
     # settle_quiet_s, at most settle_max_s (page); or sleep settle_s (fixed).
     settle: SettleMode = SettleMode.PAGE
@@ -90,29 +99,37 @@ class PolicySettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: PolicyKind = PolicyKind.VLLM
+    kind: PolicyKind = Field(
+        PolicyKind.VLLM, description="who decides: a model server, or the tasks' reference actions")
     # Any OpenAI-compatible endpoint: the local vLLM, compose's vLLM service, a GPU box.
     # Unset: the local vLLM that `webgym infra up --with-vllm` starts.
     base_url: str = ""
-    api_key: str = "EMPTY"
+    api_key: str = Field(
+        "EMPTY", description="the model server's API key; the local vLLM's own key is sent to it")
     # TLS certificates of an https base_url are verified (the model loader's calls to the
     # same server too); false only for a test server with a self-signed certificate.
     tls_verify: bool = True
     model: str = "webgym-policy"  # served model name until a ModelVersion says otherwise
-    version: str = "base"
+    version: str = Field(
+        "base", description="the version decisions name until a trained version is served")
     max_inflight: int = Field(8, ge=1, le=256, description="episodes deciding at once")
-    timeout_s: float = Field(120.0, gt=0)
-    retries: int = Field(3, ge=0, le=10)
-    max_tokens: int = Field(160, ge=16)
-    temperature: float = Field(0.0, ge=0, le=2)
+    timeout_s: float = Field(120.0, gt=0, description="per model request")
+    retries: int = Field(
+        3, ge=0, le=10, description="a failed model request is tried again this many times")
+    max_tokens: int = Field(160, ge=16, description="the longest reply, in tokens")
+    temperature: float = Field(
+        0.0, ge=0, le=2, description="the sampling temperature of training episodes")
     # Test/ood episodes (webgym eval) sample at this temperature with this seed, whatever the
     # training temperature: a version's success is measured the same way every time.
     eval_temperature: float = Field(0.0, ge=0, le=2)
-    eval_seed: int = 0
+    eval_seed: int = Field(0, description="the sampling seed of test and ood episodes")
     structured_output: bool = True  # constrain replies to the action grammar (regex)
     thinking: bool = False  # the model reasons in <think>...</think> first
     vision: bool = False  # attach the screenshot as an image part
-    image_transport: ImageTransport = ImageTransport.DATA_URL
+    image_transport: ImageTransport = Field(
+        ImageTransport.DATA_URL,
+        description="how a screenshot reaches a vision model: inline as a data URL, or a "
+                    "presigned S3 URL")
     max_element_chars: int = Field(
         800, ge=200,
         description="the page view's budget in characters (webgym_common.agent.pageview). 800 "
@@ -142,22 +159,25 @@ class EvaluatorSettings(BaseModel):
     judge: JudgeKind = JudgeKind.RULES
     # Any OpenAI-compatible endpoint. Unset: the policy's base_url and model.
     base_url: str = ""
-    api_key: str = "EMPTY"
+    api_key: str = Field(
+        "EMPTY", description="the judge server's API key; the local vLLM's own key is sent to it")
     tls_verify: bool = True  # as policy.tls_verify, for the judge's endpoint
-    model: str = ""
+    model: str = Field("", description="the judge's model; unset: the policy's")
     timeout_s: float = Field(60.0, gt=0, description="per judge request")
-    retries: int = Field(2, ge=0, le=10)
+    retries: int = Field(
+        2, ge=0, le=10, description="a failed judge request is tried again this many times")
     max_concurrency: int = Field(4, ge=1, le=256, description="judge requests at once")
     max_inflight: int = Field(4, ge=1, le=64, description="episodes being scored at once")
-    max_tokens: int = Field(384, ge=16)
-    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(384, ge=16, description="the longest judge reply, in tokens")
+    temperature: float = Field(0.0, ge=0, le=2, description="the judge's sampling temperature")
     structured_output: bool = False  # constrain the reply to analysis + verdict (vLLM only)
     vision: bool = False  # attach the screenshots as image parts (Qwen-VL-class judges)
     max_screenshots: int = Field(48, ge=1, le=256, description="the last N steps judged")
     blocking_sample: int = Field(20, ge=1, le=256, description="steps the blocking check sees")
     page_text_chars: int = Field(1500, ge=0, description="page text kept per step")
     evidence_chars: int = Field(6000, ge=200, description="page text per judge prompt")
-    blocklist_hours: float = Field(12.0, gt=0)
+    blocklist_hours: float = Field(
+        12.0, gt=0, description="how long training skips a domain the judge found blocked")
     # A state agent still below a completion's offsets that sits idle this long has the rest
     # of its partition read: only transaction markers left there means it has caught up.
     trajectory_wait_s: float = Field(15.0, gt=0)
@@ -168,8 +188,11 @@ class EvaluatorSettings(BaseModel):
     # A question the judge failed (unreachable, no verdict line) is asked this many times in
     # all, pausing verdict_backoff_s, then twice that, ...; then the score is a judge failure.
     verdict_attempts: int = Field(3, ge=1, le=20)
-    verdict_backoff_s: float = Field(5.0, ge=0)
-    processing_guarantee: ProcessingGuarantee = ProcessingGuarantee.EXACTLY_ONCE
+    verdict_backoff_s: float = Field(
+        5.0, ge=0, description="the first pause between tries of a failed question")
+    processing_guarantee: ProcessingGuarantee = Field(
+        ProcessingGuarantee.EXACTLY_ONCE,
+        description="faust's guarantee: transactions (exactly_once) or at_least_once")
 
 
 
@@ -193,14 +216,18 @@ class TrainerSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    trigger: TrainTrigger = TrainTrigger.SYNC
+    trigger: TrainTrigger = Field(
+        TrainTrigger.SYNC,
+        description="when a run starts: after each iteration closes (sync) or every every_samples"
+                    " new samples (async)")
     every_samples: int = Field(64, ge=1, description="async trigger: new samples per run")
-    mode: TrainMode = TrainMode.LORA_SFT
+    mode: TrainMode = Field(
+        TrainMode.LORA_SFT, description="what a run trains: LoRA or full SFT, KTO or DPO")
     # Rollouts of version v may be trained on while current - v <= max_staleness; the
     # controller starts iteration i once version >= i - max_staleness is served.
     # 0 = WebGym's synchronous loop; k > 0 = the asynchronous loop of AReaL / AsyncWebRL.
     max_staleness: int = Field(0, ge=0)
-    llamafactory_version: str = "0.9.5"
+    llamafactory_version: str = Field("0.9.5", description="the LLaMA-Factory release in its venv")
     torch_version: str = "2.13.0"  # LLaMA-Factory's venv (vLLM's has its own: vllm.torch_version)
     template: str = "smollm2"  # LLaMA-Factory's chat template for the base model
     base_model: str = ""  # a directory or hub id; unset: the local vLLM's model
@@ -213,24 +240,29 @@ class TrainerSettings(BaseModel):
     # LoRA: the rate and rank of the learning curve (docs/experiments/learning-curve.md); WebGym's
     # full fine-tuning uses 1e-6.
     learning_rate: float = Field(5e-4, gt=0)
-    epochs: float = Field(2.0, gt=0)
+    epochs: float = Field(2.0, gt=0, description="passes over a run's rows (max_steps caps them)")
     max_steps: int = Field(-1, ge=-1, description="caps the run (-1: epochs decide)")
-    batch_size: int = Field(2, ge=1)
-    gradient_accumulation: int = Field(1, ge=1)
-    cutoff_len: int = Field(1024, ge=64)
-    lora_rank: int = Field(16, ge=1, le=64)
+    batch_size: int = Field(2, ge=1, description="rows per device step")
+    gradient_accumulation: int = Field(1, ge=1, description="device steps per optimizer step")
+    cutoff_len: int = Field(
+        1024, ge=64,
+        description="a row's longest prompt and reply, in tokens (longer rows are cut)")
+    lora_rank: int = Field(16, ge=1, le=64, description="the LoRA adapters' rank")
     # The recipe (WebGym's filtered behaviour cloning after a supervised start): the first
     # run from the base model trains on the whole demonstration bank (`webgym demos build`)
     # beside its draw; every later run mixes bank rows into the policy's own successes so
     # that they make up this share of its rows (0: later runs learn from the policy only).
     warm_start: bool = True
-    demonstration_share: float = Field(0.25, ge=0, lt=1)
+    demonstration_share: float = Field(
+        0.25, ge=0, lt=1,
+        description="the share of a later run's rows drawn from the bank (see warm_start)")
     use_cpu: bool = True  # False on a GPU box
     # bf16 matmuls over float32 weights: 1.5x the steps/s of float32 on a 2-core CPU with
     # AVX512-BF16 at the same losses (16 LoRA steps: 166 s vs 112 s, losses within 5%).
     precision: TrainPrecision = TrainPrecision.AUTO
     threads: int = Field(0, ge=0, description="OMP_NUM_THREADS for the run (0: all cores)")
-    run_timeout_s: float = Field(3600.0, gt=0)
+    run_timeout_s: float = Field(
+        3600.0, gt=0, description="a run still going after this long is stopped and fails")
     # How long after an iteration closes the trainer waits for the replay processor to
     # have read every scored episode before drawing (sync trigger).
     replay_wait_s: float = Field(300.0, gt=0)
@@ -244,7 +276,10 @@ class RolloutSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    strategy: SamplingStrategy = SamplingStrategy.ATTEMPT
+    strategy: SamplingStrategy = Field(
+        SamplingStrategy.ATTEMPT,
+        description="how training tasks are drawn: uniformly, by ratio per difficulty band, or "
+                    "weighted by each task's attempt level")
     # What `webgym run` and `webgym curve` load: the hand-written sandbox tasks, the
     # generated ones and MiniWoB++.
     task_files: tuple[Path, ...] = (SANDBOX_TASKS, TASKS_DIR / "generated_tasks.jsonl",
@@ -260,19 +295,26 @@ class RolloutSettings(BaseModel):
     ratios: dict[Band, float] = Field(
         default_factory=lambda: {Band.EASY: 0.4, Band.MEDIUM: 0.4, Band.HARD: 0.2}
     )
-    task_timeout_minutes: float = Field(20.0, gt=0)
+    task_timeout_minutes: float = Field(20.0, gt=0, description="a training episode's deadline")
     # A policy episode that loops without answering runs to its step limit (30 for a hard
     # task) or its deadline, and its iteration waits for it: a cap ends it sooner. Not for
     # demonstrations, which replay every reference action.
     train_max_steps: int | None = Field(None, ge=1, description="caps policy episodes' steps")
-    completion_threshold: float = Field(0.95, gt=0, le=1)
-    grace_period_s: float = Field(60.0, ge=0)
+    completion_threshold: float = Field(
+        0.95, gt=0, le=1,
+        description="the share of an iteration's episodes done that starts its grace period")
+    grace_period_s: float = Field(
+        60.0, ge=0,
+        description="how long the stragglers get after the completion threshold; then they are "
+                    "cancelled")
     # A cancelled straggler gets this long to report before the iteration closes without it.
     cancel_wait_s: float = Field(60.0, ge=0)
     # How long to wait for the evaluator's scores before closing an iteration.
     score_wait_s: float = Field(120.0, ge=0)
-    seed: int | None = None
-    interaction_mode: InteractionMode = InteractionMode.SET_OF_MARKS
+    seed: int | None = Field(None, description="the task draw's seed; unset: a new draw each run")
+    interaction_mode: InteractionMode = Field(
+        InteractionMode.SET_OF_MARKS,
+        description="how the policy points at the page: numbered marks or coordinates")
     # This share of training episodes whose task has reference actions runs teacher-forced:
     # demonstrations the trainer learns from beside the policy's own successes (a small model
     # on the CPU rarely succeeds on its own at first). 0: the policy runs every episode.
@@ -291,8 +333,9 @@ class RolloutSettings(BaseModel):
     # Evaluation and demonstration-bank episodes in flight at once (the rest wait unrequested,
     # so each one's task_timeout_minutes starts when it is requested, not behind the others).
     request_window: int = Field(16, ge=1)
-    eval_suite: Suite = Suite.ALL
-    eval_splits: tuple[Split, ...] = (Split.TEST, Split.OOD)
+    eval_suite: Suite = Field(Suite.ALL, description="the suites the loop's evaluations cover")
+    eval_splits: tuple[Split, ...] = Field(
+        (Split.TEST, Split.OOD), description="the held-out splits the loop's evaluations cover")
     # The scripted baseline (click the marks in order, then answer) on the same set, once.
     eval_baseline: bool = True
     eval_max_steps: int | None = Field(None, ge=1, description="caps evaluation episodes")

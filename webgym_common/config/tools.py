@@ -16,7 +16,7 @@ class MonitorSettings(BaseModel):
 
     # Loopback by default: the pages show task text, model output and screenshots.
     host: str = "127.0.0.1"
-    port: int = Field(18780, ge=1, le=65535)
+    port: int = Field(18780, ge=1, le=65535, description="the monitor's port")
     # Names it answers to beside its host, localhost and 127.0.0.1 (webgym_common.hosts: a
     # request for any other name is refused, against DNS rebinding from a browser).
     allowed_hosts: tuple[str, ...] = ()
@@ -33,11 +33,13 @@ class MonitorSettings(BaseModel):
     # TensorBoard event files of the metrics, evaluations and training losses; unset:
     # <data_dir>/tensorboard. Rewritten from the log at each start.
     tensorboard: bool = True
-    tensorboard_dir: Path | None = None
+    tensorboard_dir: Path | None = Field(
+        None, description="where the TensorBoard files go; unset: <data_dir>/tensorboard")
     # Weights & Biases: the same scalars to this project when set (a new run each start),
     # under <data_dir>/wandb; offline by default (`wandb sync` uploads later).
     wandb_project: str = ""
-    wandb_mode: WandbMode = WandbMode.OFFLINE
+    wandb_mode: WandbMode = Field(
+        WandbMode.OFFLINE, description="offline: files only; online: uploaded as they are written")
 
 
 class EnvServerSettings(BaseModel):
@@ -48,7 +50,7 @@ class EnvServerSettings(BaseModel):
 
     # Loopback by default: whoever reaches it can drive browsers.
     host: str = "127.0.0.1"
-    port: int = Field(18790, ge=1, le=65535)
+    port: int = Field(18790, ge=1, le=65535, description="the env server's port")
     # Names it answers to beside its host, localhost and 127.0.0.1 (webgym_common.hosts);
     # under compose the service name its clients use ("envserver").
     allowed_hosts: tuple[str, ...] = ()
