@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from webgym_common.choices import (
     Band,
@@ -104,6 +104,13 @@ class PolicySettings(BaseModel):
     # Any OpenAI-compatible endpoint: the local vLLM, compose's vLLM service, a GPU box.
     # Unset: the local vLLM that `webgym infra up --with-vllm` starts.
     base_url: str = ""
+    # Several model servers (vLLM replicas of one base model), each an OpenAI /v1 root: the
+    # policy spreads its decisions over them and the model loader loads every version into
+    # each (docs/policy.md). Unset: base_url alone. They share api_key and tls_verify.
+    replicas: tuple[str, ...] = ()
+    # A replica that failed a request (connection error, timeout, 5xx, a 404 for the model)
+    # gets no decision for this long while another one can take it.
+    replica_cooldown_s: float = Field(5.0, gt=0)
     api_key: str = Field(
         "EMPTY", description="the model server's API key; the local vLLM's own key is sent to it")
     # TLS certificates of an https base_url are verified (the model loader's calls to the
@@ -147,6 +154,19 @@ class PolicySettings(BaseModel):
     teacher_delay_s: float = Field(0.0, ge=0)
     # ... plus a random extra up to this long, so decisions finish out of order as a model's do.
     teacher_delay_jitter_s: float = Field(0.0, ge=0)
+
+    @field_validator("replicas")
+    @classmethod
+    def _distinct_urls(cls, urls: tuple[str, ...]) -> tuple[str, ...]:
+        urls = tuple(u.strip().rstrip("/") for u in urls)
+        if any(not u for u in urls) or len(set(urls)) < len(urls):
+            raise ValueError("each replica is a distinct, non-empty base URL")
+        return urls
+
+    @property
+    def replica_urls(self) -> tuple[str, ...]:
+        """The model servers: `replicas`, else `base_url` alone (one server, as before)."""
+        return self.replicas or (self.base_url,)
 
 
 class EvaluatorSettings(BaseModel):
@@ -349,11 +369,15 @@ class RolloutSettings(BaseModel):
 
 
 class ModelLoaderSettings(BaseModel):
-    """The model loader: each new version loaded into vLLM (consumers/model_loader.py)."""
+    """The model loader: each new version loaded into every vLLM replica
+    (consumers/model_loader.py)."""
 
     model_config = ConfigDict(frozen=True)
 
     load_timeout_s: float = Field(120.0, gt=0, description="loading an adapter into vLLM")
+    # How often every replica's /v1/models is checked and what it lacks of the served versions
+    # loaded (a replica that started or restarted since: vLLM forgets runtime adapters).
+    check_every_s: float = Field(30.0, gt=0)
     # A version published without file digests (ModelVersion.file_sha256, before the trainer
     # published them) is refused; false loads such a version unchecked, with a warning.
     require_digests: bool = True
