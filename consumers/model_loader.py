@@ -1,41 +1,53 @@
-"""The model loader: each trained LoRA adapter hot-loaded into vLLM under a name of its own.
+"""The model loader: each trained LoRA adapter hot-loaded into every vLLM replica under a
+name of its own.
 
-Delivery: each version served at least once, in order, never announced before vLLM lists
-it; no consumer group, nothing committed. The loader's state is its own compacted output:
-at start it reads webgym.models.served to its end (the version served per model), then
-webgym.models (compacted, one partition) from the beginning, and marks itself ready. It
-loads the newest version of each model newer than the one served (an older one would be
-superseded at once), then every newer ModelVersion that comes. Loading is idempotent
-because a name is never reused: version N of a model is served as `<model>-v<N>` (vLLM
-has served stale weights under a reused name). A loader killed after vLLM took an
-adapter, before ModelServed was published, loads it again when restarted; vLLM answers
-"already loaded", /v1/models is checked, and ModelServed is published. So a version may
-be announced twice, never one older than a version already announced.
+Delivery: each version served at least once, in order, never announced before every
+replica lists it; no consumer group, nothing committed. The replicas are policy.replicas
+(unset: policy.base_url alone, one server), and ModelServed waits for every one of them,
+one that is down included: while it is away the others load the version at once and the
+policy stays on the version before, which all of them serve; a replica taken out of the
+setting (a loader restarted without it) is not waited for. The loader's state is its own
+compacted output: at start it reads webgym.models.served to its end (the version served
+per model), then webgym.models (compacted, one partition) from the beginning, and marks
+itself ready. It loads the newest version of each model newer than the one served (an
+older one would be superseded at once), then every newer ModelVersion that comes. Loading
+is idempotent because a name is never reused: version N of a model is served as
+`<model>-v<N>` (vLLM has served stale weights under a reused name). A loader killed after
+a replica took an adapter, before ModelServed was published, loads it again when
+restarted; that replica lists it already (or answers "already loaded"), and ModelServed is
+published. So a version may be announced twice, never one older than a version already
+announced.
 
 A version: adapter_config.json and adapter_model.safetensors from the checkpoint prefix
 in the object store, each checked against the sha256 the trainer published in the
 ModelVersion (consumers.checkpoints), into <data_dir>/adapters/<served name>/<content
-digest>/ (renamed into place whole; vLLM must see the same path: in compose a shared
-volume), POST
-/v1/load_lora_adapter, GET /v1/models until it lists the name from that path
-(model_loader.load_timeout_s), and only then ModelServed (key model name) on
-webgym.models.served: the policy switches on that, never on the ModelVersion. A name vLLM
-already serves from another path holds other weights (a server that outlived a reset of
-the topics): that version is refused, loudly. Versions older than the previous two are
-unloaded after a new one is served, to bound the server's memory.
+digest>/ (renamed into place whole; every replica must see the same path: in compose a
+shared volume). Then rounds over the replicas (consumers.model_servers): each round lists
+every replica's /v1/models and, on each replica that does not list the name
+(`missing_loads`), POSTs /v1/load_lora_adapter and waits until /v1/models lists the name
+from that path (model_loader.load_timeout_s). Only when every replica lists it, in the
+same round, is ModelServed (key model name) published on webgym.models.served: the policy
+switches on that, never on the ModelVersion, and may then ask any replica for the name. A
+name a replica already serves from another path holds other weights (a server that
+outlived a reset of the topics): that version is refused, loudly. Versions older than the
+previous two are unloaded from every replica after a new one is served, to bound their
+memory.
 
-Failures: vLLM or MinIO down or slow (connection errors, timeouts, 408/429/502/503/504,
-a name not listed in time) are tried again with backoff for as long as it takes: a
-version is never skipped because the server was away. vLLM rejecting the adapter (any
-other 4xx, or 500: its engine could not load it) or a checkpoint missing its files: an
-error is logged, nothing is published, the loader goes on (a restarted loader tries that
-version again). A file that differs from its published digest, a version published
-without digests (unless model_loader.require_digests is off) or a model name that is not
-one (webgym_common.versions.MODEL_NAME; nothing is built from it) is refused the same way,
-before anything is written or vLLM is asked. Kafka failing the publish ends the process;
-restarted, it loads again
-("already loaded") and publishes. Every 30 s the served names are checked, and loaded
-again if vLLM lost them (a restarted server forgets its runtime adapters).
+Failures: a replica or MinIO down or slow (connection errors, timeouts,
+408/429/502/503/504, a name not listed in time) is tried again with backoff for as long as
+it takes: a version is never skipped because a server was away; the replicas are tried
+side by side. A replica rejecting the adapter (any other 4xx, or 500: its engine could not
+load it) or a checkpoint missing its files: an error is logged, nothing is published, the
+loader goes on (a restarted loader tries that version again). A file that differs from its
+published digest, a version published without digests (unless model_loader.require_digests
+is off) or a model name that is not one (webgym_common.versions.MODEL_NAME; nothing is
+built from it) is refused the same way, before anything is written or a replica is asked.
+Kafka failing the publish ends the process; restarted, it loads again ("already loaded")
+and publishes. Every model_loader.check_every_s (30 s) each replica's /v1/models is
+checked and the served version of each model is loaded into it if it lacks it
+(`Loader.reconcile`; also while a version waits for a replica that is down): a replica
+that starts or restarts later (vLLM forgets runtime adapters) gets it without a new
+version.
 
 Full checkpoints (finetuning_type "full") cannot be hot-loaded into the CPU server: the
 loader logs an error and publishes nothing. On the GPU path a full checkpoint is served
@@ -46,13 +58,14 @@ compose's gpu profile), and whoever restarts it announces the ModelServed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import logging
 import os
 import shutil
 import time
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 
@@ -61,6 +74,13 @@ import urllib3
 from minio.error import S3Error
 
 from consumers.checkpoints import DigestMismatch, check, sha256_hex
+from consumers.model_servers import (
+    ModelServer,
+    Outcome,
+    listed_outcome,
+    listings,
+    missing_loads,
+)
 from webgym_common.config import Settings
 from webgym_common.events import Event, ModelServed, ModelVersion
 from webgym_common.lifecycle import mark_ready, run_until_signalled
@@ -74,9 +94,9 @@ log = logging.getLogger(__name__)
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 KEEP_LOADED = 3  # the served version and the two before it (decisions in flight use them)
-CHECK_EVERY_S = 30.0
 MAX_BACKOFF_S = 30.0
 TRANSIENT = (httpx.TransportError, ObjectStoreError, urllib3.exceptions.HTTPError, OSError)
+AWAY = (*TRANSIENT, httpx.HTTPStatusError)  # a replica away, starting or overloaded
 
 
 class Plan(StrEnum):
@@ -84,13 +104,6 @@ class Plan(StrEnum):
     BASE = "the base model's weights (a run with nothing to train on)"
     OLD = "not newer than the version served"
     FULL = "a full checkpoint"
-
-
-class Outcome(StrEnum):
-    LOADED = "loaded"
-    ALREADY = "already loaded"
-    TRANSIENT = "transient"
-    REJECTED = "rejected"
 
 
 def plan(mv: ModelVersion, served: Mapping[str, int]) -> Plan:
@@ -110,27 +123,6 @@ def newest(events: Iterable[Event]) -> list[ModelVersion]:
             if known is None or e.version > known.version:
                 out[e.model_name] = e
     return list(out.values())
-
-
-def load_outcome(status: int, body: str) -> Outcome:
-    """What vLLM's answer to POST /v1/load_lora_adapter means."""
-    if status == 200:
-        return Outcome.LOADED
-    if status == 400 and "already been loaded" in body:
-        return Outcome.ALREADY
-    if status in (408, 429) or status > 500:
-        return Outcome.TRANSIENT
-    return Outcome.REJECTED  # 500 here is the engine failing to load the adapter
-
-
-def listed_outcome(outcome: Outcome, root: str | None, path: Path) -> tuple[Outcome, str]:
-    """A load's outcome once /v1/models says where the name is served from (None: not yet)."""
-    if root is None:
-        return Outcome.TRANSIENT, "not listed by /v1/models in time"
-    if root != str(path):
-        return Outcome.REJECTED, (f"vLLM serves other weights under this name (from {root}); "
-                                  "names are never reused: restart vLLM or rename the model")
-    return outcome, "listed"
 
 
 def to_unload(listed: Iterable[str], model_name: str, current: int,
@@ -159,41 +151,6 @@ def backoff_s(attempt: int) -> float:
     return float(min(MAX_BACKOFF_S, 0.5 * 2 ** min(attempt, 16)))
 
 
-class ModelServer:
-    """vLLM's model routes; `base_url` is the OpenAI /v1 root."""
-
-    def __init__(self, base_url: str, api_key: str, timeout_s: float,
-                 tls_verify: bool = True) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.AsyncClient(base_url=base_url.rstrip("/") + "/", headers=headers,
-                                      timeout=timeout_s, verify=tls_verify)
-
-    async def listed(self) -> dict[str, str]:
-        """Served name -> where it was loaded from (the base model's own directory for it)."""
-        resp = await self.http.get("models", timeout=10)
-        resp.raise_for_status()
-        return {m["id"]: m.get("root") or "" for m in resp.json()["data"]}
-
-    async def load(self, name: str, path: Path) -> tuple[Outcome, str]:
-        resp = await self.http.post("load_lora_adapter",
-                                    json={"lora_name": name, "lora_path": str(path)})
-        return load_outcome(resp.status_code, resp.text), f"HTTP {resp.status_code} {resp.text}"
-
-    async def root_of(self, name: str, timeout_s: float) -> str | None:
-        """Where `name` is served from, once /v1/models lists it (None: not in time)."""
-        deadline = time.monotonic() + timeout_s
-        while (root := (await self.listed()).get(name)) is None:
-            if time.monotonic() > deadline:
-                return None
-            await asyncio.sleep(0.2)
-        return root
-
-    async def unload(self, name: str) -> None:
-        resp = await self.http.post("unload_lora_adapter", json={"lora_name": name})
-        if resp.status_code not in (200, 404):
-            log.warning("unloading %s: HTTP %d %s", name, resp.status_code, resp.text)
-
-
 async def fetch_adapter(store: ObjectStore, checkpoint_uri: str, under: Path,
                         digests: Mapping[str, str] | None) -> Path:
     """The adapter's files in `under`/<their digest>/, a directory renamed into place whole,
@@ -215,22 +172,58 @@ async def fetch_adapter(store: ObjectStore, checkpoint_uri: str, under: Path,
 
 
 class Loader:
-    """Gets versions served by vLLM, trying again while it or the object store is away."""
+    """Gets versions served by every replica, trying again while one of them or the object
+    store is away."""
 
-    def __init__(self, settings: Settings, store: ObjectStore, server: ModelServer) -> None:
-        self.store, self.server = store, server
+    def __init__(self, settings: Settings, store: ObjectStore,
+                 servers: Sequence[ModelServer]) -> None:
+        self.store = store
+        self.servers = {s.url: s for s in servers}
         self.adapters = Path(settings.infra.data_dir) / "adapters"
         self.timeout_s = settings.model_loader.load_timeout_s
         self.require_digests = settings.model_loader.require_digests
+        self.check_every_s, self.checked = settings.model_loader.check_every_s, 0.0
 
     async def load(self, model_name: str, version: int, checkpoint_uri: str,
-                   digests: Mapping[str, str]) -> float | None:
-        """Milliseconds until vLLM listed the version, or None if it was refused."""
+                   digests: Mapping[str, str], served: Iterable[ModelServed] = ()
+                   ) -> float | None:
+        """Milliseconds until every replica listed the version, or None if it was refused.
+        While it waits for a replica, the periodic check of the `served` versions goes on."""
         try:
             name, started = served_name(model_name, version), time.perf_counter()
         except BadModelName as err:
             log.error("%s v%d NOT served: %s", model_name[:120], version, err)
             return None
+        path = await self._fetch(name, checkpoint_uri, digests)
+        if path is None:
+            return None
+        for attempt in itertools.count():
+            # Every replica listed again each round: one that restarted since lost it.
+            listed = await listings(self.servers.values(), AWAY)
+            urls = list(listed)
+            tries = await asyncio.gather(*(self._onto(u, name, path, listed[u].get(name))
+                                           for u in urls))
+            outcomes = dict(zip(urls, tries, strict=True))
+            if refused := {u: why for u, (o, why) in outcomes.items() if o is Outcome.REJECTED}:
+                log.error("%s NOT served: %s", name, "; ".join(f"{u}: {why}"
+                                                                for u, why in refused.items()))
+                return None
+            waiting = {u: why for u, (o, why) in outcomes.items() if o is Outcome.TRANSIENT}
+            waiting |= {u: "not answering" for u in self.servers if u not in listed}
+            if not waiting:
+                return (time.perf_counter() - started) * 1000
+            log.warning("loading %s: waiting for %s; again in %.1fs (announced once every "
+                        "replica lists it)", name,
+                        "; ".join(f"{u}: {why}" for u, why in waiting.items()),
+                        backoff_s(attempt))
+            await asyncio.sleep(backoff_s(attempt))
+            await guarded(self.check_due(served), "checking")
+        raise AssertionError("unreachable")
+
+    async def _fetch(self, name: str, checkpoint_uri: str,
+                     digests: Mapping[str, str]) -> Path | None:
+        """The adapter's checked files on disk, tried again while the object store is away
+        (None: refused, logged)."""
         checked: Mapping[str, str] | None = digests
         if not digests and not self.require_digests:
             log.warning("%s: published without file digests; loaded UNCHECKED "
@@ -238,45 +231,82 @@ class Loader:
             checked = None
         for attempt in itertools.count():
             try:
-                outcome, why = await self._try(name, checkpoint_uri, checked)
+                return await fetch_adapter(self.store, checkpoint_uri, self.adapters / name,
+                                           checked)
             except DigestMismatch as err:  # never loaded: the files are not the trainer's
-                outcome, why = Outcome.REJECTED, str(err)
-            except S3Error as err:  # a missing file is not coming; MinIO failing may pass
-                missing = err.code in ("NoSuchKey", "NoSuchBucket", "NoSuchObject")
-                outcome = Outcome.REJECTED if missing else Outcome.TRANSIENT
-                why = f"the checkpoint {checkpoint_uri}: {err}"
-            except (*TRANSIENT, httpx.HTTPStatusError) as err:
-                outcome, why = Outcome.TRANSIENT, f"{type(err).__name__}: {err}"
-            if outcome is Outcome.REJECTED:
-                log.error("%s NOT served: %s", name, why)
+                log.error("%s NOT served: %s", name, err)
                 return None
-            if outcome is not Outcome.TRANSIENT:
-                return (time.perf_counter() - started) * 1000
-            log.warning("loading %s: %s; again in %.1fs", name, why, backoff_s(attempt))
+            except S3Error as err:  # a missing file is not coming; MinIO failing may pass
+                why = f"the checkpoint {checkpoint_uri}: {err}"
+                if err.code in ("NoSuchKey", "NoSuchBucket", "NoSuchObject"):
+                    log.error("%s NOT served: %s", name, why)
+                    return None
+            except TRANSIENT as err:
+                why = f"{type(err).__name__}: {err}"
+            log.warning("fetching %s: %s; again in %.1fs", name, why, backoff_s(attempt))
             await asyncio.sleep(backoff_s(attempt))
         raise AssertionError("unreachable")
 
-    async def _try(self, name: str, checkpoint_uri: str, digests: Mapping[str, str] | None
-                   ) -> tuple[Outcome, str]:
-        path = await fetch_adapter(self.store, checkpoint_uri, self.adapters / name, digests)
-        outcome, why = await self.server.load(name, path)
-        if outcome not in (Outcome.LOADED, Outcome.ALREADY):
-            return outcome, why
-        return listed_outcome(outcome, await self.server.root_of(name, self.timeout_s), path)
+    async def _onto(self, url: str, name: str, path: Path,
+                    root: str | None) -> tuple[Outcome, str]:
+        """One try at one replica serving `name` from `path` (`root`: where it lists the name
+        from; None: not listed, so it is loaded)."""
+        if root is not None:
+            return listed_outcome(Outcome.ALREADY, root, path)
+        server = self.servers[url]
+        try:
+            outcome, why = await server.load(name, path)
+            if outcome not in (Outcome.LOADED, Outcome.ALREADY):
+                return outcome, why
+            outcome, why = listed_outcome(outcome, await server.root_of(name, self.timeout_s),
+                                          path)
+        except AWAY as err:
+            return Outcome.TRANSIENT, f"{type(err).__name__}: {err}"
+        if outcome is not Outcome.TRANSIENT and outcome is not Outcome.REJECTED:
+            log.info("%s %s by %s", name, outcome, url)
+        return outcome, why
 
     async def unload_old(self, model_name: str, current: int) -> None:
-        for name in to_unload(await self.server.listed(), model_name, current):
-            await self.server.unload(name)
+        """The model's versions older than the newest KEEP_LOADED, off every replica."""
+        gone: set[str] = set()
+        for url, listed in (await listings(self.servers.values(), AWAY)).items():
+            for name in to_unload(listed, model_name, current):
+                await self.servers[url].unload(name)
+                gone.add(name)
+        for name in sorted(gone):
             shutil.rmtree(self.adapters / name, ignore_errors=True)
             log.info("unloaded %s", name)
 
-    async def reload_lost(self, served: Iterable[ModelServed]) -> None:
-        listed = await self.server.listed()
+    async def check_due(self, served: Iterable[ModelServed]) -> None:
+        if time.monotonic() - self.checked > self.check_every_s:
+            self.checked = time.monotonic()
+            await self.reconcile(served)
+
+    async def reconcile(self, served: Iterable[ModelServed]) -> None:
+        """The periodic check: every served version loaded into each replica that does not
+        list it (started or restarted since); what fails is tried again at the next check."""
+        wanted: dict[str, ModelServed] = {}
         for s in served:
-            if s.checkpoint_uri and s.served_name not in listed:  # the base is always there
-                log.warning("%s is not served any more (vLLM restarted?): loading it again",
-                            s.served_name)
-                await self.load(s.model_name, s.version, s.checkpoint_uri, s.file_sha256)
+            if not s.checkpoint_uri:  # the base model: every replica serves it
+                continue
+            try:
+                wanted[served_name(s.model_name, s.version)] = s
+            except BadModelName as err:
+                log.error("%s v%d NOT served: %s", s.model_name[:120], s.version, err)
+        lacking = missing_loads(wanted, await listings(self.servers.values(), AWAY))
+        for name in sorted(set[str]().union(*lacking.values())):
+            urls = [u for u, names in lacking.items() if name in names]
+            log.warning("%s is not served by %s (started or restarted since?): loading it",
+                        name, ", ".join(urls))
+            s = wanted[name]
+            path = await self._fetch(name, s.checkpoint_uri, s.file_sha256)
+            if path is None:
+                continue
+            tries = await asyncio.gather(*(self._onto(u, name, path, None) for u in urls))
+            for url, (outcome, why) in zip(urls, tries, strict=True):
+                if outcome in (Outcome.TRANSIENT, Outcome.REJECTED):
+                    log.warning("%s into %s: %s (tried again at the next check)", name, url,
+                                why)
 
 
 class Serving:
@@ -306,7 +336,7 @@ class Serving:
             name, load_ms = self.base_name, 0.0
         else:
             loaded = await self.loader.load(mv.model_name, mv.version, mv.checkpoint_uri,
-                                            mv.file_sha256)
+                                            mv.file_sha256, self.served.values())
             if loaded is None:
                 return
             load_ms = loaded
@@ -321,10 +351,15 @@ class Serving:
 
 
 async def serve_models(settings: Settings) -> None:
-    server = ModelServer(settings.policy.base_url, settings.policy.api_key,
-                         settings.model_loader.load_timeout_s, settings.policy.tls_verify)
-    loader = Loader(settings, ObjectStore(settings.s3), server)
-    async with EventProducer(settings, client_id="model-loader") as producer, server.http:
+    cfg = settings.policy
+    servers = [ModelServer(url, cfg.api_key, settings.model_loader.load_timeout_s,
+                           cfg.tls_verify) for url in cfg.replica_urls]
+    loader = Loader(settings, ObjectStore(settings.s3), servers)
+    async with contextlib.AsyncExitStack() as stack:
+        for server in servers:
+            await stack.enter_async_context(server.http)
+        producer = await stack.enter_async_context(
+            EventProducer(settings, client_id="model-loader"))
         table = await read_compacted(settings, Topic.MODELS_SERVED, producer)
         serving = Serving(loader, producer,
                           {k: e for k, e in table.items() if isinstance(e, ModelServed)},
@@ -332,25 +367,22 @@ async def serve_models(settings: Settings) -> None:
         async with EventConsumer(settings, [Topic.MODELS], None, producer,
                                  client_id="model-loader") as models:
             backlog = newest(r.event for r in await read_to_end(models))
-            mark_ready(f"model loader: {len(serving.served)} served, {len(backlog)} published")
+            mark_ready(f"model loader: {len(serving.served)} served, {len(backlog)} published, "
+                       f"{len(servers)} replica(s)")
             for mv in backlog:
                 await serving.handle(mv)
-            checked = 0.0
             while True:
                 for received in await models.poll(timeout_ms=1000):
                     if isinstance(received.event, ModelVersion):
                         await serving.handle(received.event)
-                if time.monotonic() - checked > CHECK_EVERY_S:
-                    checked = time.monotonic()
-                    await guarded(loader.reload_lost(list(serving.served.values())),
-                                  "checking")
+                await guarded(loader.check_due(serving.served.values()), "checking")
 
 
 async def guarded(work: Awaitable[None], what: str) -> None:
     """Housekeeping that may fail while vLLM is away: logged, done again later."""
     try:
         await work
-    except (*TRANSIENT, httpx.HTTPStatusError) as err:
+    except AWAY as err:
         log.warning("%s the served models: %s: %s", what, type(err).__name__, err)
 
 

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from consumers.checkpoints import DigestMismatch
-from consumers.model_loader import Loader, ModelServer
+from consumers.model_loader import Loader
+from consumers.model_servers import ModelServer
 from consumers.trainer.app import download, upload
 from consumers.trainer.run import TrainResult
 from webgym_common.config import Settings
@@ -61,7 +62,7 @@ def model_loader(settings: Settings, store: ObjectStore, vllm: RecordingVllm) ->
     server = ModelServer("http://vllm/v1", "k", 5)
     server.http = httpx.AsyncClient(base_url="http://vllm/v1/", transport=httpx.MockTransport(vllm))
     return Loader(settings.model_copy(update={"model_loader": settings.model_loader.model_copy(
-        update={"load_timeout_s": 2})}), store, server)
+        update={"load_timeout_s": 2})}), store, [server])
 
 
 async def test_a_checkpoint_replaced_after_its_upload_is_refused_by_the_next_run_and_the_loader(
@@ -88,4 +89,5 @@ async def test_a_checkpoint_replaced_after_its_upload_is_refused_by_the_next_run
     assert await loader.load("m", 2, uri, digests) is None
     assert vllm.calls == [] and "m-v2" not in vllm.loaded
     assert not (Path(settings.infra.data_dir) / "adapters" / "m-v2").exists()
-    await loader.server.http.aclose()
+    for server in loader.servers.values():
+        await server.http.aclose()

@@ -15,19 +15,16 @@ import pytest
 import consumers.model_loader as ml
 from consumers.model_loader import (
     Loader,
-    ModelServer,
-    Outcome,
     Plan,
     Serving,
     adapter_uris,
     backoff_s,
     content_digest,
-    listed_outcome,
-    load_outcome,
     newest,
     plan,
     to_unload,
 )
+from consumers.model_servers import ModelServer, Outcome, listed_outcome, load_outcome
 from webgym_common.codec import SINGLE_OBJECT_MAGIC, Codec
 from webgym_common.config import load_settings
 from webgym_common.events import Event, ModelServed, ModelVersion
@@ -158,14 +155,21 @@ FILES = {"adapter_config.json": b'{"r": 8}', "adapter_model.safetensors": b"weig
 DIGESTS = {name: hashlib.sha256(data).hexdigest() for name, data in FILES.items()}
 
 
-def loader(tmp_path: Path, vllm: FakeVllm, store: FakeStore,
+def fake_server(vllm: FakeVllm, url: str = "http://vllm/v1") -> ModelServer:
+    server = ModelServer(url, "k", 5)
+    server.http = httpx.AsyncClient(base_url=f"{url}/", transport=httpx.MockTransport(vllm))
+    return server
+
+
+def loader(tmp_path: Path, vllm: FakeVllm | dict[str, FakeVllm], store: FakeStore,
            require_digests: bool = True) -> Loader:
+    """A loader of one replica, or of one replica per url -> fake vLLM."""
     settings = load_settings(infra={"data_dir": str(tmp_path)},
                              model_loader={"load_timeout_s": 1,
                                            "require_digests": require_digests})
-    server = ModelServer("http://vllm/v1", "k", 5)
-    server.http = httpx.AsyncClient(base_url="http://vllm/v1/", transport=httpx.MockTransport(vllm))
-    return Loader(settings, store, server)  # type: ignore[arg-type]
+    replicas = vllm if isinstance(vllm, dict) else {"http://vllm/v1": vllm}
+    return Loader(settings, store,  # type: ignore[arg-type]
+                  [fake_server(fake, url) for url, fake in replicas.items()])
 
 
 class FakeProducer:
@@ -244,7 +248,7 @@ async def test_a_version_with_nothing_trained_is_served_as_the_base_model(
     assert [(e.version, e.served_name, e.checkpoint_uri) for e in announced] == [
         (1, "base-model", ""), (2, "webgym-policy-v2", version(2).checkpoint_uri)]
     assert list(vllm.loaded) == ["webgym-policy-v2"]
-    await serving.loader.reload_lost(announced)  # the base is never "lost"
+    await serving.loader.reconcile(announced)  # the base is never "lost"
     assert list(vllm.loaded) == ["webgym-policy-v2"]
 
 
@@ -253,10 +257,10 @@ async def test_a_served_name_vllm_lost_is_loaded_again(tmp_path: Path) -> None:
     load = loader(tmp_path, vllm, FakeStore(FILES))
     served = ModelServed(model_name="webgym-policy", version=3, served_name="webgym-policy-v3",
                          checkpoint_uri="s3://c/3", file_sha256=DIGESTS)
-    await load.reload_lost([served])  # vLLM restarted: it knows no adapter
+    await load.reconcile([served])  # vLLM restarted: it knows no adapter
     assert list(vllm.loaded) == ["webgym-policy-v3"]
     calls = len(vllm.calls)
-    await load.reload_lost([served])  # listed: nothing to do
+    await load.reconcile([served])  # listed: nothing to do
     assert vllm.calls[calls:] == ["GET /v1/models"]
 
 
@@ -311,7 +315,7 @@ async def test_the_served_event_carries_the_digests_a_reload_checks_again(
     assert [e.file_sha256 for e in served] == [DIGESTS]
     vllm.loaded.clear()  # vLLM restarted ...
     store.files = {**FILES, "adapter_model.safetensors": b"swapped meanwhile"}  # ... and then
-    await serving.loader.reload_lost(served)
+    await serving.loader.reconcile(served)
     assert vllm.loaded == {}
 
 
@@ -324,7 +328,7 @@ async def test_a_model_name_that_is_no_name_is_refused_before_any_path_is_built(
     serving = Serving(load, producer, {}, "b")  # type: ignore[arg-type]
     await serving.handle(version(1, model=name))
     assert await load.load(name, 1, "s3://ckpt/1", DIGESTS) is None
-    await load.reload_lost([ModelServed(model_name=name, version=1, served_name=f"{name}-v1",
+    await load.reconcile([ModelServed(model_name=name, version=1, served_name=f"{name}-v1",
                                         checkpoint_uri="s3://c/1", file_sha256=DIGESTS)])
     assert producer.published == [] and vllm.loaded == {}
     assert "load_lora_adapter" not in " ".join(vllm.calls)
