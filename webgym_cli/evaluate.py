@@ -121,17 +121,19 @@ async def _report(settings: Settings, out: Path, splits: list[Split], suite: Sui
 
 
 async def _check_listed(settings: Settings, version: int) -> None:
-    """An older version must still be loaded: the model loader keeps the newest two."""
-    from consumers.model_loader import ModelServer
+    """An older version must still be loaded (the model loader keeps the newest three) by a
+    replica at least: the policy passes a request a replica lacks the name for to another."""
+    from consumers.model_servers import ModelServer
     from webgym_common.versions import served_name
 
     name = served_name(settings.trainer.model_name, version)
-    server = ModelServer(settings.policy.base_url, settings.policy.api_key, 10.0,
-                         settings.policy.tls_verify)
-    try:
-        listed = await server.listed()
-    finally:
-        await server.http.aclose()
+    listed: set[str] = set()
+    for url in settings.policy.replica_urls:
+        server = ModelServer(url, settings.policy.api_key, 10.0, settings.policy.tls_verify)
+        try:
+            listed |= set(await server.listed())
+        finally:
+            await server.http.aclose()
     if name not in listed:
         raise typer.BadParameter(f"{name} is no longer loaded in the model server (it keeps "
                                  "the newest versions); evaluate versions as they are served: "

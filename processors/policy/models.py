@@ -2,8 +2,9 @@
 
 Delivery: follows webgym.models.served (compacted; no group, nothing committed) from the
 beginning on every start, so a restarted policy is back on the newest served version
-before it decides anything (`ready`). The model loader announces a version only once vLLM
-lists its name, so switching on the announcement never asks for a name vLLM lacks.
+before it decides anything (`ready`). The model loader announces a version only once every
+vLLM replica lists its name, so switching on the announcement never asks for a name vLLM
+lacks (a replica restarted since is passed over until it has it again: replicas.py).
 An episode requested on version N (the controller names only served versions) is never
 decided on an older one, even when its request overtakes the announcement (`pin`).
 """

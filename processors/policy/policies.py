@@ -1,6 +1,8 @@
 """Policies behind one interface: decide the next action for an episode's observation.
 
-- `VllmPolicy`: any OpenAI-compatible chat endpoint (vLLM locally, on a GPU, in compose).
+- `VllmPolicy`: any OpenAI-compatible chat endpoint (vLLM locally, on a GPU, in compose), or
+  several replicas of it (policy.replicas), each request to the least busy one
+  (processors/policy/replicas.py).
 - `TeacherForcingPolicy`: replays the task's reference actions (the upper bound, for debugging).
   It also returns the chat messages a model would have been shown (a screenshot only as its
   s3:// reference), so its prompts are stored like the model's and its rollouts are
@@ -30,14 +32,21 @@ from minio.error import S3Error
 from openai import (
     APIConnectionError,
     APIStatusError,
-    APITimeoutError,
     AsyncOpenAI,
     DefaultAsyncHttpxClient,
     InternalServerError,
+    NotFoundError,
 )
 from openai.types.chat import ChatCompletionMessageParam
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
 
+from processors.policy.replicas import Replicas
 from processors.policy.replies import ParsedReply, parse_reply
 from webgym_common.agent.actions import format_action, invalid, reply_regex
 from webgym_common.agent.prompts import PAGE_CHARS, EpisodeContext, build_messages
@@ -114,10 +123,11 @@ class VllmPolicy:
         self.store = store
         self.model = cfg.model
         self.version = cfg.version
-        self.client = AsyncOpenAI(
-            base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=0,
+        self.replicas = Replicas({url: AsyncOpenAI(
+            base_url=url, api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=0,
             http_client=DefaultAsyncHttpxClient(verify=cfg.tls_verify),
-        )
+        ) for url in cfg.replica_urls}, cfg.replica_cooldown_s)
+        self.backoff = wait_exponential(multiplier=0.5, max=10)
 
     def use_model(self, model: str, version: str) -> None:
         """From the next request on, ask for `model` (a name vLLM serves: the base model's or
@@ -151,32 +161,41 @@ class VllmPolicy:
             extra["structured_outputs"] = {"regex": reply_regex(ctx.mode, self.cfg.thinking)}
         started = time.perf_counter()
         async for attempt in AsyncRetrying(
-            stop=stop_after_attempt(self.cfg.retries + 1),
-            wait=wait_exponential(multiplier=0.5, max=10),
-            retry=retry_if_exception_type(
-                (APIConnectionError, APITimeoutError, InternalServerError)
-            ),
-            reraise=True,
+            stop=stop_after_attempt(self.cfg.retries + len(self.replicas.clients)),
+            wait=self._wait, retry=retry_if_exception(self._try_again), reraise=True,
         ):
             with attempt:
-                resp = await self.client.chat.completions.create(
-                    model=model, messages=cast(list[ChatCompletionMessageParam], messages),
-                    max_tokens=self.cfg.max_tokens,
-                    temperature=temperature, extra_body=extra or None,
-                )
+                resp, replica = await self.replicas.ask(
+                    lambda client: client.chat.completions.create(
+                        model=model, messages=cast(list[ChatCompletionMessageParam], messages),
+                        max_tokens=self.cfg.max_tokens,
+                        temperature=temperature, extra_body=extra or None,
+                    ))
         latency = (time.perf_counter() - started) * 1000
         raw = resp.choices[0].message.content or ""
         usage = resp.usage
         if resp.model != model:
             log.error("%s step %d: asked for %s, the server answered as %s", ctx.episode_id,
                       obs.step, model, resp.model)
-        log.info("%s step %d: served by %s (%s)", ctx.episode_id, obs.step, resp.model, version)
+        log.info("%s step %d: served by %s (%s) at %s", ctx.episode_id, obs.step, resp.model,
+                 version, replica)
         return Decision(
             parse_reply(raw, ctx.mode), messages,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             latency_ms=latency, policy_version=version, served_model=resp.model,
         )
+
+    def _try_again(self, err: BaseException) -> bool:
+        """A replica away or failing is tried again (another one first, where one is ready);
+        a 404 for the model only on another replica (one restarted lacks it for a while)."""
+        if isinstance(err, APIConnectionError | InternalServerError):  # timeouts included
+            return True
+        return isinstance(err, NotFoundError) and self.replicas.ready()
+
+    def _wait(self, state: RetryCallState) -> float:
+        """No wait when another replica is ready; else the single server's backoff."""
+        return 0.0 if self.replicas.ready() else float(self.backoff(state))
 
     async def _image(self, obs: StepObserved) -> str | None:
         if not obs.screenshot_uri:

@@ -12,6 +12,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from processors.policy.policies import VllmPolicy
+from processors.policy.replicas import Replicas
 from webgym_common.agent.prompts import EpisodeContext
 from webgym_common.config import load_settings
 from webgym_common.events import StepObserved, Viewport
@@ -47,9 +48,9 @@ def policy_with(answer_as: str | None = None) -> tuple[VllmPolicy, FakeServer]:
     cfg = load_settings(policy={"base_url": "http://vllm/v1", "structured_output": False}).policy
     policy = VllmPolicy(cfg, store=None)  # type: ignore[arg-type]  # no screenshots asked for
     server = FakeServer(policy, answer_as)
-    policy.client = AsyncOpenAI(base_url="http://vllm/v1", api_key="k", max_retries=0,
-                                http_client=httpx.AsyncClient(
-                                    transport=httpx.MockTransport(server)))
+    policy.replicas = Replicas({"http://vllm/v1": AsyncOpenAI(
+        base_url="http://vllm/v1", api_key="k", max_retries=0,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(server)))}, 5.0)
     return policy, server
 
 
