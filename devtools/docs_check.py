@@ -61,7 +61,7 @@ OTHER_VARIABLES = {
 COMPOSE_FILES = ("docker-compose.yml", "docker-compose.local.yml")
 
 # Fenced code blocks, inline code spans, links (images too).
-_FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```", re.S | re.M)
+_FENCE = re.compile(r"^[ \t]*```([^\n]*)\n(.*?)^[ \t]*```", re.S | re.M)  # indented too
 _SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 _VARIABLE = re.compile(r"WEBGYM_[A-Z0-9_]*[A-Z0-9](?:__\*?)?")  # WEBGYM_X, WEBGYM_X__*
@@ -108,9 +108,10 @@ def fence_problems(root: Path = PROJECT_ROOT) -> list[str]:
     for page in markdown_files(root):
         inside = False
         for number, line in enumerate(page.read_text().splitlines(), 1):
+            line = line.strip()
             if not line.startswith("```"):
                 continue
-            if inside and line.rstrip() != "```":
+            if inside and line != "```":
                 problems.append(f"{_name(page, root)}:{number}: text after a closing fence")
             inside = not inside
         if inside:

@@ -86,11 +86,13 @@ def test_each_check_finds_what_it_is_for(tmp_path: Path) -> None:
         "`replay rescore --judge rules` `webgym infra up / status / down`\n"
         "```bash\nwebgym run --eval-limit 10\n```\n"
         "```diff\n+ webgym_common/new.py\n```\n"
+        "- a list item:\n\n  ```bash\n  webgym infra dwn\n  ```\n"
         "```\nunclosed\n``` text\n")
     (tmp_path / "README.md").write_text("[docs](docs/page.md)\n")
     found = "\n".join(docs_check.all_problems(tmp_path))
     expected = [
-        "docs/page.md:15: text after a closing fence",
+        "docs/page.md:20: text after a closing fence",
+        "docs/page.md:16: webgym infra dwn: no such command",
         "docs/page.md:1: link to other.md: no such file",
         "docs/page.md:2: webgym_common/gone.py: no such path",
         "docs/page.md:3: gone.py: no file of that name",
