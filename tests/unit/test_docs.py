@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools import docs_check
+from devtools import cli_lines, docs_check
 from webgym_common.config import PROJECT_ROOT
 
 
@@ -52,8 +52,8 @@ def test_the_other_variables_are_read_by_the_code() -> None:
     ("webgym", "no command"),
 ])
 def test_a_bad_command_line_is_reported(line: str, problem: str) -> None:
-    [args] = docs_check.webgym_invocations(line)
-    problems = docs_check.parse_command(args, line).problems
+    [args] = cli_lines.webgym_invocations(line)
+    problems = cli_lines.parse_command(args, line).problems
     assert len(problems) == 1 and problem in problems[0], problems
 
 
@@ -67,9 +67,9 @@ def test_a_bad_command_line_is_reported(line: str, problem: str) -> None:
     "webgym reprocess --help",
 ])
 def test_a_good_command_line_parses(line: str) -> None:
-    [(_, joined)] = docs_check.shell_lines(line)
-    [args] = docs_check.webgym_invocations(joined)
-    assert docs_check.parse_command(args, joined).problems == []
+    [(_, joined)] = cli_lines.shell_lines(line)
+    [args] = cli_lines.webgym_invocations(joined)
+    assert cli_lines.parse_command(args, joined).problems == []
 
 
 def test_each_check_finds_what_it_is_for(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typer._click.core import Command
 from typer.core import TyperGroup
 from typer.testing import CliRunner
 
-from devtools import docs_check
+from devtools import cli_lines
 from webgym_cli.main import app
 
 COLUMNS = 80
@@ -80,8 +80,8 @@ def test_every_page_has_an_example_that_pastes_and_parses(
     assert not lines[-1].endswith("\\"), lines
     command = " ".join(line.strip().removesuffix("\\").strip() for line in lines)
     command = command.removeprefix("Example:").strip()
-    [args] = docs_check.webgym_invocations(command)
-    parsed = docs_check.parse_command(args, command)
+    [args] = cli_lines.webgym_invocations(command)
+    parsed = cli_lines.parse_command(args, command)
     assert parsed.problems == [], parsed.problems
     # the example runs this command (a group's: one of its commands)
     assert parsed.path[:len(path)] == path, (command, path)
