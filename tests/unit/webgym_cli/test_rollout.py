@@ -52,7 +52,7 @@ def test_the_curve_by_default_is_the_measured_miniwob_recipe(
     assert result.exit_code == 0, result.output
     settings, (tasks, monitor, bank, suites, per_iteration, iterations, out), kwargs = calls[0]
     assert (bank, suites, per_iteration, iterations, out) == (
-        510, [Suite.MINIWOB], 16, 3, tmp_path)
+        510, [Suite.MINIWOB], 128, 2, tmp_path)
     assert kwargs == {"from_scratch": True, "control": True} and not monitor
     assert settings.rollout.eval_suite == Suite.MINIWOB
     assert list(settings.rollout.eval_splits) == [Split.TEST]
@@ -61,6 +61,8 @@ def test_the_curve_by_default_is_the_measured_miniwob_recipe(
     assert settings.rollout.demonstration_share == 0.0  # demonstrations come from the bank
     assert settings.rollout.task_timeout_minutes == 5.0
     assert settings.rollout.train_max_steps == 8
+    assert (settings.rollout.attempts_per_task, settings.policy.temperature) == (4, 0.7)
+    assert settings.rollout.train_pool == "rollout"
 
     runner.invoke(app, ["curve", "--suite", "all", "--train-steps", "650",
                         "--episode-minutes", "4", "--train-max-steps", "12"])
@@ -70,10 +72,10 @@ def test_the_curve_by_default_is_the_measured_miniwob_recipe(
     assert args[3] == [Suite.MINIWOB, Suite.SANDBOX]
     assert settings.trainer.run_timeout_s >= 650 * rollout.RUN_S_PER_STEP
 
-    runner.invoke(app, ["curve", "--attempts", "4", "--temperature", "0.7", "--train-pool",
-                        "rollout", "--bank-share", "0", "--no-control"])
+    runner.invoke(app, ["curve", "--attempts", "1", "--temperature", "0", "--train-pool",
+                        "all", "--bank-share", "0", "--no-control"])
     settings, args, kwargs = calls[2]
-    assert (settings.rollout.attempts_per_task, settings.policy.temperature) == (4, 0.7)
-    assert settings.rollout.train_pool == "rollout"
+    assert (settings.rollout.attempts_per_task, settings.policy.temperature) == (1, 0.0)
+    assert settings.rollout.train_pool == "all"
     assert settings.trainer.demonstration_share == 0.0 and kwargs["control"] is False
     assert args[6] == Path(settings.infra.data_dir) / "evaluations" / "curve"  # not the docs
