@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.progress import Progress
@@ -14,6 +14,9 @@ from webgym_cli.common import console, one_line_errors, settings_with
 from webgym_common.choices import Driver, PolicyKind, SamplingStrategy, Split, Suite, TrainPool
 from webgym_common.config import Settings, TrainerSettings, get_settings
 from webgym_common.config.pipeline import SANDBOX_TASKS
+
+if TYPE_CHECKING:
+    from producers.controller.main_job import Services
 
 app = typer.Typer()
 
@@ -210,7 +213,7 @@ def _main_job(settings: Settings, tasks: list[Path], monitor: bool, bank: int,
     asyncio.run(run_main_job(settings, job, _services(), console))
 
 
-def _services() -> Any:
+def _services() -> Services:
     from consumers.archiver import export_iteration
     from consumers.trainer.control import train_control
     from infra import pipeline, stack, trainer_env

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.panel import Panel
 
 from producers.catalog import run_tasks_load
 from producers.controller.demonstrations import build_bank
@@ -99,8 +100,6 @@ async def run_main_job(settings: Settings, job: MainJob, services: Services,
         episodes, path = await services.export_iteration(settings, m.iteration)
         exports.append(path)
         console.print(f"exported {episodes} episodes of iteration {m.iteration} to {path}")
-    from rich.panel import Panel
-
     lines = closing_lines(settings, job.report_dir, exports, url, services.running(settings))
     console.print(Panel("\n".join(lines), title="what ran, where it is, how to stop it",
                         expand=False))
