@@ -95,7 +95,6 @@ TOPICS: tuple[TopicRow, ...] = (
     TopicRow(Topic.BLOCKLIST, ("DomainBlocked",), "domain", False, _C, _F),
     TopicRow(Topic.DLQ, ("DeadLetter",), "source topic", False, _D, Retention.DEFAULT),
 )
-ROWS: dict[Topic, TopicRow] = {row.topic: row for row in TOPICS}
 VALUE_TYPES: dict[Topic, tuple[str, ...]] = {row.topic: row.events for row in TOPICS}
 KEYS: dict[Topic, str] = {row.topic: row.key for row in TOPICS}
 
