@@ -96,7 +96,7 @@ async def persistently(what: str, call: Callable[[], Awaitable[T]]) -> T:
 
 
 class BlobStore(Protocol):
-    async def get_blob(self, uri: str, verify: bool = True) -> bytes: ...
+    async def get_blob(self, uri: str) -> bytes: ...
 
 
 class Catalog(Protocol):

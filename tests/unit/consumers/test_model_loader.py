@@ -116,7 +116,7 @@ class FakeStore:
     def __init__(self, files: dict[str, bytes], fail: int = 0) -> None:
         self.files, self.fail = files, fail
 
-    async def get_blob(self, uri: str, verify: bool = True) -> bytes:
+    async def get_blob(self, uri: str) -> bytes:
         if self.fail:
             self.fail -= 1
             raise ObjectStoreError("MinIO did not answer")

@@ -32,7 +32,7 @@ class FakeStore:
         self.fail_first = fail_first
         self.blobs = blobs
 
-    async def get_blob(self, uri: str, verify: bool = True) -> bytes:
+    async def get_blob(self, uri: str) -> bytes:
         self.gets[uri] += 1
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
