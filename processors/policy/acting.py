@@ -12,6 +12,7 @@ action.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from processors.policy.retry import retried
 from processors.policy.waiting import RequestWatch, now_ms
 from webgym_common.events import StepObserved
 from webgym_common.stream.reliable import ReliableApp
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -68,8 +71,12 @@ async def decide_and_publish(p: Policy, what: str, obs: StepObserved, entry: Liv
     queued_ms = now_ms() - int(obs.produced_at.timestamp() * 1000)
     ctx = take_instruction(note_effect(entry.ctx, obs), obs)
     chosen = await p.choosers.choose(ctx, obs, what, useful)
-    if chosen is None or not isinstance(p.contexts.entry_of(obs.episode_id), Live):
-        return  # no longer useful, or it ended while the model thought
+    if chosen is None:
+        log.info("%s: no action: a dependency stayed down while the episode could use it", what)
+        return
+    if not isinstance(p.contexts.entry_of(obs.episode_id), Live):
+        log.info("%s: no action: the episode ended while the model thought", what)
+        return
     remembering = time.perf_counter()
     chosen.timings_ms["queue"] = float(max(0, queued_ms))
     after = decided(entry, ctx, chosen, now_ms())
@@ -79,3 +86,5 @@ async def decide_and_publish(p: Policy, what: str, obs: StepObserved, entry: Liv
         chosen.timings_ms["remember"] = (time.perf_counter() - remembering) * 1000
         await retried(lambda: p.actions.publish(chosen, partition), what, useful,
                       p.max_backoff_s)
+    else:
+        log.info("%s: no action: it could not be written down before the episode's end", what)

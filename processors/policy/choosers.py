@@ -9,6 +9,7 @@ URI, so the replay buffer trains on exactly what the model saw.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from enum import StrEnum
 
@@ -29,6 +30,8 @@ from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, StepObserved
 from webgym_common.objectstore import ObjectStore
 from webgym_common.timings import Timings
+
+log = logging.getLogger(__name__)
 
 
 class Chooser(StrEnum):
@@ -68,6 +71,8 @@ class Choosers:
         kind = chooser_for(ctx)
         chooser = self.by_kind[kind]
         if self.served is not None and kind is Chooser.POLICY:  # the scripted need no model
+            if not self.served.ready.is_set():
+                log.info("%s: waiting until the model loader names the served version", what)
             await self.served.ready.wait()  # the newest served version, even right after a start
             if not ctx.evaluation:  # an evaluation names its version (VllmPolicy.choice)
                 self.served.pin(ctx.policy_version)

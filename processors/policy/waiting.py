@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from processors.policy.decisions import Entry, Verdict, request_may_come, triage
 from webgym_common.events import StepObserved
+
+log = logging.getLogger(__name__)
 
 
 def now_ms() -> int:
@@ -67,6 +70,7 @@ class RequestWatch:
         obs_ms = min(int(message.timestamp * 1000), now_ms())  # a future timestamp waits not
         end: int | None = None
         end_at: int | None = None
+        told = False  # a wait past the grace is logged once: a silent wait reads as a hang
         while True:
             entry = entry_of(obs.episode_id)
             may_come = request_may_come(obs_ms, self.grace_ms, end_at, end,
@@ -81,6 +85,11 @@ class RequestWatch:
                 with contextlib.suppress(Exception):  # Kafka busy: measure it next round
                     end = (await self.end_offsets(requests_tp))[requests_tp]
                     end_at = at
+            if not told and now_ms() >= obs_ms + self.grace_ms:
+                told = True
+                log.info("%s step %d: waiting for its request: %s read below offset %d of "
+                         "end %s", obs.episode_id, obs.step, requests_tp,
+                         self.read_up_to.get(requests_tp, 0), end)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(1.0), self.arrivals:
                     await self.arrivals.wait()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
+
+import pytest
 
 from processors.policy.decisions import Ended, Entry, Live, Verdict
 from processors.policy.waiting import RequestWatch
@@ -95,3 +98,22 @@ async def test_a_request_done_out_of_order_does_not_orphan_an_earlier_one_in_fli
     await w.read(EPISODES, acks.done_below(EPISODES))
     assert (await asyncio.wait_for(waiting, 2))[0] is Verdict.DECIDE
     assert acks.done_below(EPISODES) == 10
+
+
+async def test_a_wait_past_the_grace_is_logged_once_with_where_the_requests_stand(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A silent wait is indistinguishable from a hang: the one line names the partition,
+    # how far its requests are read and the end offset they must reach.
+    w, table = watch(end=10), {}
+    w.starting_at({EPISODES: 3})
+    old = Message(TP("t.observations", 2), time.time() - 3600)
+    with caplog.at_level(logging.INFO, logger="processors.policy.waiting"):
+        waiting = asyncio.create_task(w.triaged(old, OBS, table.get, lambda tp: True))
+        for _ in range(3):
+            await w.wake()  # each wake is another round of the wait
+            await asyncio.sleep(0.02)
+        table["ep"] = Live(EpisodeContext(episode_id="ep", task_id="t", task_name="x"))
+        await w.read(EPISODES, 10)
+        await asyncio.wait_for(waiting, 2)
+    lines = [r.getMessage() for r in caplog.records if "waiting for its request" in r.message]
+    assert len(lines) == 1 and "below offset 3 of end 10" in lines[0], lines
