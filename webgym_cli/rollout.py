@@ -158,6 +158,9 @@ def curve(
     eval_split: Split = typer.Option(
         Split.TEST, help="The held-out split every version is evaluated on: validation to "
         "choose a recipe, test for the curve you report."),
+    seed: int = typer.Option(
+        1, help="The run's seed: the training task draws and the LoRA runs (a second run "
+        "with another seed gives the spread; the held-out set is the same for every seed)."),
     control: bool = typer.Option(
         True, help="After the loop, the matched bank-only control: the warm start's adapter "
         "trained on the bank alone for as many LoRA steps as the later versions had, "
@@ -189,8 +192,9 @@ def curve(
                                       "eval_per_group": per_group, "eval_suite": suite,
                                       "eval_splits": [eval_split],
                                       "eval_max_steps": eval_max_steps,
-                                      "attempts_per_task": attempts, "train_pool": train_pool},
-                             trainer={"max_steps": train_steps,
+                                      "attempts_per_task": attempts, "train_pool": train_pool,
+                                      "seed": seed},
+                             trainer={"max_steps": train_steps, "seed": seed,
                                       "demonstration_share": bank_share,
                                       "run_timeout_s": run_timeout_s(train_steps)},
                              vllm={"model": str(model) if model else None})

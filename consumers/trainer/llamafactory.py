@@ -206,7 +206,7 @@ def train_config(run_dir: Path, n_rows: int, cfg: TrainerSettings, base_model: s
         "learning_rate": cfg.learning_rate,
         "num_train_epochs": cfg.epochs,
         "lr_scheduler_type": "cosine",
-        "seed": 42,
+        "seed": cfg.seed,
         "use_cpu": cfg.use_cpu,
         "bf16": mixed_bf16(cfg, cpu_flags()),
         "fp16": False,

@@ -268,6 +268,7 @@ class TrainerSettings(BaseModel):
         1024, ge=64,
         description="a row's longest prompt and reply, in tokens (longer rows are cut)")
     lora_rank: int = Field(16, ge=1, le=64, description="the LoRA adapters' rank")
+    seed: int = Field(42, description="a LoRA run's seed (initialisation, shuffling, dropout)")
     # The recipe (WebGym's filtered behaviour cloning after a supervised start): the first
     # run from the base model trains on the whole demonstration bank (`webgym demos build`)
     # beside its draw; every later run mixes bank rows into the policy's own successes so

@@ -218,3 +218,11 @@ def test_bf16_where_it_is_native_unless_chosen(precision: TrainPrecision, use_cp
                                                flags: set[str], bf16: bool) -> None:
     cfg = TrainerSettings(precision=precision, use_cpu=use_cpu)
     assert mixed_bf16(cfg, flags) is bf16
+
+
+def test_a_runs_seed_is_the_settings_so_a_curves_second_seed_trains_differently(
+        tmp_path: Path) -> None:
+    confs = [yaml.safe_load(write_run(tmp_path / str(seed), [sample("e1:0")],
+                                      cfg(seed=seed), BASE).config.read_text())
+             for seed in (42, 7)]
+    assert [c["seed"] for c in confs] == [42, 7]
