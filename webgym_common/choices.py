@@ -93,7 +93,7 @@ class SettleMode(StrEnum):
     """How a browser worker waits for the page after an action."""
 
     PAGE = "page"  # until the network and the DOM have been quiet a moment (capped)
-    FIXED = "fixed"  # a fixed sleep (settle_s), as before page-driven settling
+    FIXED = "fixed"  # a fixed sleep (settle_s) after every action
 
 
 class ImageTransport(StrEnum):

@@ -165,7 +165,7 @@ class PolicySettings(BaseModel):
 
     @property
     def replica_urls(self) -> tuple[str, ...]:
-        """The model servers: `replicas`, else `base_url` alone (one server, as before)."""
+        """The model servers: `replicas`, else `base_url` alone (one server)."""
         return self.replicas or (self.base_url,)
 
 
@@ -279,7 +279,7 @@ class TrainerSettings(BaseModel):
         description="the share of a later run's rows drawn from the bank (see warm_start)")
     use_cpu: bool = True  # False on a GPU box
     # bf16 matmuls over float32 weights: 1.5x the steps/s of float32 on a 2-core CPU with
-    # AVX512-BF16 at the same losses (16 LoRA steps: 166 s vs 112 s, losses within 5%).
+    # AVX512-BF16 at the same losses (docs/benchmarks.md).
     precision: TrainPrecision = TrainPrecision.AUTO
     threads: int = Field(0, ge=0, description="OMP_NUM_THREADS for the run (0: all cores)")
     run_timeout_s: float = Field(

@@ -190,7 +190,8 @@ class VllmSettings(BaseModel):
         600.0, gt=0, description="how long vLLM may take to answer after its start")
     # Which cores vLLM's CPU worker binds its OpenMP threads to: "all" = every core this
     # process may use; "auto" = vLLM's own choice, which on a 2-core machine binds one core
-    # and reserves the other (half the speed, bench/vllm_cpu_fit.py); "nobind"; or "0-3".
+    # and reserves the other (slower: docs/benchmarks.md, bench/vllm_cpu_fit.py);
+    # "nobind"; or "0-3".
     cpu_threads_bind: str = Field("all", pattern=r"^(all|auto|nobind|[0-9,\-|]+)$")
     # The weights' dtype: "cpu" = bfloat16 where the CPU has native bf16, else float32
     # (infra/vllm_server.server_dtype); or any of vLLM's --dtype values.
