@@ -1,6 +1,6 @@
 """Hot-load latency: ModelVersion published -> ModelServed -> first action under the version.
 
-  .venv/bin/python -m bench.hot_load [--versions 3] [--inflight 2]
+  .venv/bin/python -m bench.hot_load [--versions 3] [--inflight 2] [--replicas 2]
 
 Starts the embedded stack with vLLM (CPU, SmolLM2-135M) if needed, a real model loader
 and a real vLLM policy process on fresh topics. `inflight` hand-fed episodes keep the
@@ -11,6 +11,9 @@ load_lora_adapter, listed by /v1/models), published -> ModelServed, ModelServed 
 first ActionChosen carrying "v<N>", and published -> that action (the p50 is the number).
 The last includes one decision of the model: the first action counted is one whose
 observation was sent after ModelServed was read, so it was decided under the new version.
+With `--replicas N`, N-1 more vLLM servers like the stack's start (harness/replicas.py)
+and policy.replicas names them all: ModelServed then means every replica serves the version,
+and "published -> listed by all" is read from each replica's own /v1/models (polled).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from rich.table import Table
 from harness.launch import PipelineProcess
 from harness.lora import adapter_files, digests, upload
 from harness.machine import describe_machine
+from harness.replicas import Replica, listed
 from infra import stack
 from infra.vllm_server import model_dir
 from webgym_common.config import Settings, get_settings
@@ -108,12 +112,22 @@ async def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> No
     console.log(what)
 
 
-async def measure(base: Settings, versions: int, inflight: int) -> list[dict[str, float]]:
+async def listed_by_all(urls: tuple[str, ...], name: str, key: str) -> float:
+    """When (perf_counter) every replica's /v1/models lists `name`, polled every 50 ms."""
+    while True:
+        if all([name in await listed(url, key) for url in urls]):
+            return time.perf_counter()
+        await asyncio.sleep(0.05)
+
+
+async def measure(base: Settings, versions: int, inflight: int, replicas: tuple[str, ...]
+                  ) -> list[dict[str, float]]:
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     model = f"webgym-policy-{prefix}"  # a vLLM that outlived other runs knows other -v1s
     settings = base.model_copy(update={
         "kafka": base.kafka.model_copy(update={"topic_prefix": prefix}),
         "trainer": base.trainer.model_copy(update={"model_name": model}),
+        "policy": base.policy.model_copy(update={"replicas": replicas}),
     })
     await create_topics(settings)
     store = ObjectStore(settings.s3)
@@ -137,15 +151,20 @@ async def measure(base: Settings, versions: int, inflight: int) -> list[dict[str
                     uri = await asyncio.to_thread(upload, store.client, store.bucket,
                                                   f"checkpoints/{model}/run{n}", files)
                     published = time.perf_counter()
+                    everywhere = asyncio.create_task(listed_by_all(
+                        settings.policy.replica_urls, f"{model}-v{n}", settings.policy.api_key))
                     await producer.publish(Topic.MODELS, model, ModelVersion(
                         model_name=model, version=n, checkpoint_uri=uri, run_id=f"run{n}",
                         base_model=str(model_dir(settings)), parent_version=n - 1,
                         file_sha256=digests(files)))
-                    await wait_for(lambda n=n: f"v{n}" in clock.first_action, 900,
-                                   f"v{n}: first action")
+                    tag = f"v{n}"
+                    await wait_for(lambda: tag in clock.first_action, 900,  # noqa: B023
+                                   f"{tag}: first action")
                     served_at, served = clock.served[n]
                     first = clock.first_action[f"v{n}"]
+                    listed_at = await asyncio.wait_for(everywhere, 60)
                     rows.append({"load": served.load_ms, "served": (served_at - published) * 1e3,
+                                 "listed": (listed_at - published) * 1e3,
                                  "to action": (first - served_at) * 1e3,
                                  "total": (first - published) * 1e3})
                 feeding.cancel()
@@ -155,15 +174,33 @@ async def measure(base: Settings, versions: int, inflight: int) -> list[dict[str
     return rows
 
 
-def main(versions: int = 3, inflight: int = 2) -> None:
+async def with_replicas(settings: Settings, versions: int, inflight: int, replicas: int
+                        ) -> list[dict[str, float]]:
+    """`measure` with the stack's vLLM and `replicas` - 1 more, started and stopped here."""
+    extra = [Replica(settings, f"vllm-bench-replica-{i}") for i in range(1, replicas)]
+    try:
+        for replica in extra:  # one at a time: two vLLM starts at once starve 2 cores
+            await replica.start()
+        urls = (settings.policy.base_url, *(r.url for r in extra)) if extra else ()
+        return await measure(settings, versions, inflight, urls)
+    finally:
+        for replica in extra:
+            replica.stop()
+
+
+def main(versions: int = 3, inflight: int = 2,
+         replicas: int = typer.Option(1, min=1, help="vLLM servers (1: the stack's alone)."),
+         ) -> None:
     console.print(describe_machine())
     settings = get_settings()
     asyncio.run(stack.up(settings, with_vllm=True))
     cfg = settings.policy
-    rows = asyncio.run(measure(settings, versions, inflight))
+    rows = asyncio.run(with_replicas(settings, versions, inflight, replicas))
     table = Table(title=f"hot-load latency, ms (SmolLM2-135M LoRA r=8 on vLLM CPU, "
-                        f"{inflight} episodes deciding, max_tokens {cfg.max_tokens})")
+                        f"{replicas} replica(s), {inflight} episodes deciding, "
+                        f"max_tokens {cfg.max_tokens})")
     cols = {"load": "loader: fetch+load+listed", "served": "published -> ModelServed",
+            "listed": "published -> listed by all",
             "to action": "ModelServed -> first v<N> action",
             "total": "published -> first v<N> action"}
     table.add_column("version", justify="right")

@@ -17,13 +17,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
-import httpx
 import pytest
 
 from harness.launch import PipelineProcess
 from harness.lora import adapter_files, digests, upload
-from infra import vllm_server
-from infra.procs import ManagedProcess, free_port
+from harness.replicas import Replica, listed
 from infra.vllm_server import model_dir
 from webgym_common.config import Settings
 from webgym_common.events import ModelServed, ModelVersion
@@ -33,39 +31,6 @@ from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session"),
               pytest.mark.timeout(900)]  # two vLLM servers start, one of them twice
-
-
-class Replica:
-    """A second vLLM server like the session's, on a port of its own, started and stopped here."""
-
-    def __init__(self, base: Settings, name: str) -> None:
-        port = free_port()
-        self.settings = base.model_copy(update={
-            "vllm": base.vllm.model_copy(update={"port": port})})
-        self.url = f"http://{base.infra.host}:{port}/v1"
-        self.proc = ManagedProcess(name, base.infra.data_dir)
-
-    async def start(self) -> None:
-        await asyncio.to_thread(vllm_server.start, self.settings, self.proc)
-        deadline = time.monotonic() + self.settings.vllm.start_timeout_s
-        while not await vllm_server.healthy(self.settings):
-            assert self.proc.pid() is not None, self.proc.log_tail(40)
-            assert time.monotonic() < deadline, self.proc.log_tail(40)
-            await asyncio.sleep(1)
-
-    def stop(self) -> None:
-        self.proc.stop(30)
-
-
-async def listed(url: str, key: str) -> dict[str, str]:
-    """A replica's /v1/models: served name -> the directory it was loaded from ({}: down)."""
-    try:
-        async with httpx.AsyncClient(timeout=10) as http:
-            resp = await http.get(f"{url}/models", headers={"Authorization": f"Bearer {key}"})
-    except httpx.TransportError:
-        return {}
-    resp.raise_for_status()
-    return {m["id"]: m["root"] for m in resp.json()["data"]}
 
 
 async def lists(url: str, name: str, key: str) -> bool:
