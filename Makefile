@@ -1,6 +1,6 @@
 # The two commands of the README (run, test), plus the contributor's fast loop
 # (unit) and the static checks (lint). All but unit install what they need first.
-.PHONY: run test unit lint bench install chaos compose-test
+.PHONY: run test unit lint bench install chaos compose-test chart
 
 install:
 	bash infra/bootstrap.sh
@@ -37,6 +37,14 @@ lint: install
 	.venv/bin/lint-imports
 	.venv/bin/mypy
 	.venv/bin/python -m devtools.codegen --check
+	.venv/bin/python -m devtools.chart --check
+
+# The Helm chart rendered and validated offline (helm and the validator built once, cached;
+# docs/kubernetes.md). `make test` runs it too (tests/chart).
+chart:
+	[ -x .venv/bin/python ] || $(MAKE) install
+	.venv/bin/python -m devtools.chart --check
+	bash devtools/chart_validate.sh
 
 bench: install
 	.venv/bin/python -m bench

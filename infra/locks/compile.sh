@@ -10,8 +10,10 @@
 #   infra/locks/tools.lock      uv, which this script resolves and hashes with
 #   infra/locks/vllm-cpu.lock   vLLM's venv (infra/vllm_server.py, the vllm-cpu image)
 #   infra/locks/llamafactory.lock   LLaMA-Factory's venv (infra/trainer_env.py)
+#   infra/locks/chart-validate.lock the Helm chart's offline validator
+#                               (kubernetes-validate; devtools/chart_validate.sh)
 #
-#   bash infra/locks/compile.sh project|pip|tools|vllm|llamafactory... [--from-venv DIR]
+#   bash infra/locks/compile.sh project|pip|tools|vllm|llamafactory|chart... [--from-venv DIR]
 #
 # The locks are for CPython 3.11 on Linux x86_64 with glibc 2.36 (Debian 12) and list the
 # sha256 of every file PyPI has for each pinned version, so one lock serves CPU and GPU
@@ -40,7 +42,7 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-[ ${#targets[@]} -gt 0 ] || { sed -n '2,27p' "$0"; exit 2; }
+[ ${#targets[@]} -gt 0 ] || { sed -n '2,29p' "$0"; exit 2; }
 
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/webgym-locks.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
@@ -127,6 +129,11 @@ PYEOF
       echo "uv" > "$SCRATCH/tools.in"
       compile "$LOCKS/tools.lock" "uv, for infra/locks/compile.sh." \
         -c "$(keep "$LOCKS/tools.lock")" "$SCRATCH/tools.in" ;;
+    chart)
+      echo "kubernetes-validate==1.37.0" > "$SCRATCH/chart.in"
+      compile "$LOCKS/chart-validate.lock" \
+        "The Helm chart's offline validator (devtools/chart_validate.sh, deploy/helm/validate.py)." \
+        -c "$(keep "$LOCKS/chart-validate.lock")" "$SCRATCH/chart.in" ;;
     vllm|llamafactory)
       venv=${from_venv:-$("${target}_venv")}
       frozen "$venv" > "$SCRATCH/$target.txt"

@@ -15,7 +15,7 @@ from infra import pinned
 from infra.procs import InfraError
 from webgym_common.config import Settings
 
-LOCKS = [*pinned.ALL_LOCKS, pinned.LOCKS / "tools.lock"]
+LOCKS = [*pinned.ALL_LOCKS, pinned.LOCKS / "tools.lock", pinned.LOCKS / "chart-validate.lock"]
 
 
 @pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
