@@ -14,6 +14,7 @@ import typer
 import typer.core
 
 from webgym_cli import (
+    cluster,
     demos,
     envserver,
     evaluate,
@@ -42,6 +43,7 @@ app.add_typer(monitor.app)  # monitor
 app.add_typer(envserver.app)  # envserver
 app.command("down", help=infra.down_help("down"))(infra.infra_down)  # = `webgym infra down`
 app.add_typer(pipeline.app, name="pipeline")
+app.add_typer(cluster.app, name="cluster")
 app.add_typer(infra.app, name="infra")
 app.add_typer(topics.app, name="topics")
 app.add_typer(worker.app, name="worker")

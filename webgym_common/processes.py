@@ -4,7 +4,8 @@ what it reads and writes, and where it runs.
 Derived from the rows: the supervisor's list (`webgym pipeline up`, infra/pipeline.py) and
 its `--with-<name>` options (webgym_cli/pipeline.py), the `webgym worker <name>` commands
 with their options (webgym_cli/worker.py), the faust apps and who owns each state table
-(webgym_common.topics.faust_apps, table_owners) and the process table of
+(webgym_common.topics.faust_apps, table_owners), the Ray actors of `webgym cluster up`
+(infra/cluster.py, each needing its row's `resource`) and the process table of
 docs/architecture.md (`process_table()`). Checked against the rows by unit tests: the
 compose services (command, profile, object-store credentials), the entry points and what
 each process's code really reads and writes (tests/unit/webgym_common/test_process_topics.py).
@@ -43,6 +44,16 @@ class Process(StrEnum):
     TRAINER = "trainer"
     MODEL_LOADER = "model-loader"
     ENVSERVER = "envserver"
+
+
+class ClusterResource(StrEnum):
+    """The Ray custom resource a process's actor needs (`webgym cluster up`, infra/cluster.py):
+    a node offers it with `ray start --resources='{"browser": 4}'`."""
+
+    BROWSER = "browser"  # Chromium: memory per context
+    INFERENCE = "inference"  # beside the model server (vLLM)
+    TRAINER = "trainer"  # LLaMA-Factory's venv, the accelerator
+    STREAM = "stream"  # a stream processor: Kafka and a little CPU
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,7 @@ class ProcessSpec:
     object_store: bool = False  # reads or writes blobs: a MinIO user of its own
     compose: bool = True  # a docker-compose.yml service runs it (`webgym worker <name>`)
     profile: str | None = None  # the compose profile its service needs ("gpu")
+    resource: ClusterResource = ClusterResource.STREAM  # its actor's Ray resource (cluster up)
 
     @property
     def optional(self) -> bool:
@@ -122,7 +134,7 @@ PROCESSES: dict[Process, ProcessSpec] = {s.name: s for s in (
                                 "WEBGYM_BROWSER__CONTEXTS).", "browser.contexts"),),
                 banner="browser worker: {s.browser.contexts} contexts, group {group}, "
                        "broker {s.kafka.bootstrap_servers}",
-                scalable=True, object_store=True),
+                scalable=True, object_store=True, resource=ClusterResource.BROWSER),
     ProcessSpec(Process.POLICY, "processors.policy.app:run_policy_worker",
                 "decides an action per observation (vLLM, teacher or baseline)",
                 Group.POLICY, (Topic.EPISODES, Topic.EPISODES_COMPLETED, Topic.OBSERVATIONS,
@@ -133,7 +145,8 @@ PROCESSES: dict[Process, ProcessSpec] = {s.name: s for s in (
                 banner="policy processor: {s.policy.kind} at {s.policy.base_url}, "
                        "{s.policy.max_inflight} in flight",
                 faust=True, tables=((StateTable.POLICY_CONTEXTS, Topic.EPISODES),),
-                asynchronous=False, scalable=True, object_store=True),
+                asynchronous=False, scalable=True, object_store=True,
+                resource=ClusterResource.INFERENCE),
     ProcessSpec(Process.EVALUATOR, "processors.evaluator.app:run_evaluator_worker",
                 "scores each completed episode exactly once (rules, LLM judge)",
                 Group.EVALUATOR, EPISODE_TOPICS, (Topic.EPISODES_SCORED, Topic.BLOCKLIST),
@@ -176,13 +189,14 @@ PROCESSES: dict[Process, ProcessSpec] = {s.name: s for s in (
                        "max staleness {s.trainer.max_staleness}, "
                        "broker {s.kafka.bootstrap_servers}",
                 prepare="infra.trainer_env:entry_keywords",
-                training=True, object_store=True, profile="gpu"),
+                training=True, object_store=True, profile="gpu",
+                resource=ClusterResource.TRAINER),
     ProcessSpec(Process.MODEL_LOADER, "consumers.model_loader:run_model_loader",
                 "loads each new version into vLLM, then announces it",
                 None, (Topic.MODELS, Topic.MODELS_SERVED), (Topic.MODELS_SERVED,),
                 banner="model loader: vLLM at {s.policy.base_url}, "
                        "broker {s.kafka.bootstrap_servers}",
-                training=True, object_store=True),
+                training=True, object_store=True, resource=ClusterResource.INFERENCE),
     # No group: it reads the three topics from their end and the catalog from the start,
     # commits nothing; a restarted server has no envs (clients create them again).
     ProcessSpec(Process.ENVSERVER, "producers.envserver.app:run_envserver",

@@ -13,12 +13,13 @@ from webgym_cli.main import app
 from webgym_common.processes import Process
 
 TOP = ["down", "rollout", "run", "curve", "drive", "export", "eval", "monitor", "envserver",
-       "pipeline",
+       "pipeline", "cluster",
        "infra", "topics", "worker", "sandbox", "tasks", "reprocess", "demos"]
 GROUPS = {
     "infra": ["up", "prepare", "status", "down", "minio-users"],
     "topics": ["create", "list"],
     "pipeline": ["up", "down", "status"],
+    "cluster": ["up", "status", "down"],
     "worker": [p.value for p in Process],  # one per row of the process registry
     "sandbox": ["up"],
     "tasks": ["load"],
