@@ -12,10 +12,12 @@ import signal
 from pathlib import Path
 
 import pytest
+import yaml
 
 from consumers.trainer.llamafactory import RunFiles, write_run
 from consumers.trainer.run import Progress, TrainError, TrainResult, train
 from infra import trainer_env, vllm_server
+from webgym_common.choices import TrainMode
 from webgym_common.config import TrainerSettings, load_settings
 from webgym_common.events import ChatMessage, ReplaySample
 
@@ -116,3 +118,28 @@ async def test_a_run_killed_mid_way_resumes_on_the_same_folder(
     assert resumed.steps == 4
     assert "Resuming training from" in (files.run_dir / "train.log").read_text()
     assert seen and seen[0].step >= 2  # went on from a checkpoint, did not start over
+
+
+def with_failures() -> list[ReplaySample]:
+    """Each page answered once right (success) and once wrong (failure) on the same step."""
+    good = samples()
+    bad = [s.model_copy(update={"sample_id": f"bad{s.sample_id}",
+                                "episode_id": f"bad{s.episode_id}", "response": "click(99)",
+                                "reward": 0.0, "success": False})
+           for s in good]
+    return good + bad
+
+
+@pytest.mark.parametrize("mode", [TrainMode.KTO, TrainMode.DPO])
+async def test_a_preference_run_kto_or_dpo_gives_an_adapter(
+    env: tuple[Path, str], tmp_path: Path, mode: TrainMode,
+) -> None:
+    # The recipe's preference objectives (WEBGYM_TRAINER__MODE) as LLaMA-Factory really runs
+    # them: KTO on the desirable/undesirable tags, DPO on the success/failure pairs.
+    venv, base = env
+    cfg = small(2).model_copy(update={"mode": mode})
+    files = write_run(tmp_path / mode.value, with_failures(), cfg, base)
+    result = await train(files, venv, cfg, show_progress=False)
+    assert_adapter(result)
+    assert result.steps == 2 and "train_loss" in result.metrics
+    assert yaml.safe_load(files.config.read_text())["stage"] == mode.value
