@@ -158,6 +158,9 @@ def curve(
     eval_split: Split = typer.Option(
         Split.TEST, help="The held-out split every version is evaluated on: validation to "
         "choose a recipe, test for the curve you report."),
+    iteration_window: int | None = typer.Option(
+        None, help="Training episodes in flight at once, each timed from its own request "
+        "(the browsers' contexts); unset: all requested at the iteration's start."),
     seed: int = typer.Option(
         1, help="The run's seed: the training task draws and the LoRA runs (a second run "
         "with another seed gives the spread; the held-out set is the same for every seed)."),
@@ -193,7 +196,7 @@ def curve(
                                       "eval_splits": [eval_split],
                                       "eval_max_steps": eval_max_steps,
                                       "attempts_per_task": attempts, "train_pool": train_pool,
-                                      "seed": seed},
+                                      "seed": seed, "iteration_window": iteration_window},
                              trainer={"max_steps": train_steps, "seed": seed,
                                       "demonstration_share": bank_share,
                                       "run_timeout_s": run_timeout_s(train_steps)},

@@ -3,8 +3,9 @@
 Delivery: everything it knows is in the log, and what it publishes is safe to
 publish again. A restarted controller resumes an unclosed iteration:
 IterationStarted names its episodes (ids are deterministic and carry the task id),
-requests already on webgym.episodes are not sent again, missing ones are, and
-completions and scores are re-read from their topics. The rules it follows are
+requests already on webgym.episodes are not sent again, missing ones are (all at once, or
+with `rollout.iteration_window` that many in flight, each deadline counted from its own
+request), and completions and scores are re-read from their topics. The rules it follows are
 the pure functions of producers.controller.iteration.
 """
 
@@ -14,10 +15,12 @@ import math
 import random
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 from producers.catalog import load_task_catalog
 from producers.controller.iteration import (
     IterationState,
+    Pending,
     active_blocks,
     all_accounted,
     closing_event,
@@ -141,10 +144,14 @@ async def start_or_resume(settings: Settings, producer: EventProducer, iteration
         for r in await read_to_end(c):
             if isinstance(r.event, EpisodeRequested) and r.event.episode_id in wanted:
                 state.requests.setdefault(r.event.episode_id, r.event)
+    budget = timedelta(minutes=settings.rollout.task_timeout_minutes)
     for eid in missing_requests(ids, state.requests, catalog):
         req = make_request(settings, eid, catalog[task_id_of(eid)], iteration, split, version)
-        await producer.publish(Topic.EPISODES, eid, req)
-        state.requests[eid] = req
+        if settings.rollout.iteration_window is not None:
+            state.pending[eid] = Pending(req, budget)  # requested by `follow`, a window at a time
+        else:
+            await producer.publish(Topic.EPISODES, eid, req)
+            state.requests[eid] = req
     return state
 
 
@@ -159,16 +166,18 @@ async def release(producer: EventProducer, state: IterationState, window: int) -
 
 
 async def follow(settings: Settings, producer: EventProducer, state: IterationState,
-                 on_update: Callable[[IterationState], None]) -> None:
+                 on_update: Callable[[IterationState], None], window: int | None = None,
+                 ) -> None:
     """Track completions and scores; request pending episodes as others finish (at most
-    `rollout.request_window` in flight); cancel timeouts and stragglers; return when
-    closable."""
+    `window` in flight, by default `rollout.request_window`); cancel timeouts and
+    stragglers; return when closable."""
     cfg = settings.rollout
+    window = window or cfg.request_window
     topics = [Topic.EPISODES_COMPLETED, Topic.EPISODES_SCORED]
     accounted_at: float | None = None
     async with EventConsumer(settings, topics, None, producer, client_id="controller") as c:
         while True:
-            await release(producer, state, cfg.request_window)
+            await release(producer, state, window)
             # consume
             for r in await c.poll(int(TICK_S * 1000)):
                 track(state, r.event)
@@ -209,7 +218,7 @@ async def run_iteration(settings: Settings, producer: EventProducer, iteration: 
                         n: int, on_update: Callable[[IterationState], None] = lambda s: None,
                         ) -> tuple[IterationState, IterationClosed]:
     state = await start_or_resume(settings, producer, iteration, split, n)
-    await follow(settings, producer, state, on_update)
+    await follow(settings, producer, state, on_update, settings.rollout.iteration_window)
     closed = closing_event(state)
     await producer.publish(Topic.CONTROL, str(iteration), closed)
     return state, closed

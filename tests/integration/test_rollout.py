@@ -175,3 +175,29 @@ async def test_demos_seed_only_the_first_training_iteration(
     state, closed = await run_iteration(s, producer, 1, "train", 2)
     assert closed.requested == 2
     assert not any(r.demonstration for r in state.requests.values())
+
+
+async def test_an_iteration_requests_a_window_at_a_time_each_deadline_from_its_request(
+    settings: Settings, producer: EventProducer, pipeline, tmp_path: Path
+) -> None:
+    # 6 episodes, a window of 2: never more than 2 requested and not completed (counted from
+    # the topics' own timestamps), and an episode queued behind the others keeps its whole
+    # timeout (deadline = its request's time + task_timeout_minutes).
+    s = fast(settings)
+    s = s.model_copy(update={"rollout": s.rollout.model_copy(update={"iteration_window": 2})})
+    await load(s, producer, write_tasks(tmp_path / "t.jsonl", [LINES[t] for t in GOOD]))
+    state, closed = await run_iteration(s, producer, 0, "train", len(GOOD))
+    assert closed.requested == len(GOOD) and closed.completed == len(GOOD)
+    async with EventConsumer(s, [Topic.EPISODES, Topic.EPISODES_COMPLETED], None,
+                             producer) as c:
+        records = [r for r in await read_to_end(c)
+                   if getattr(r.event, "episode_id", None) in state.requests]
+    timeline = sorted((r.timestamp_ms, +1 if isinstance(r.event, EpisodeRequested) else -1)
+                      for r in records)
+    in_flight = [sum(d for _, d in timeline[:i + 1]) for i in range(len(timeline))]
+    assert max(in_flight) == 2, timeline
+    budget_ms = s.rollout.task_timeout_minutes * 60_000
+    for r in records:
+        if isinstance(r.event, EpisodeRequested):
+            given = r.event.deadline.timestamp() * 1000 - r.timestamp_ms
+            assert abs(given - budget_ms) < 5_000, (r.event.episode_id, given)

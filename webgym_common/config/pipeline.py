@@ -354,6 +354,11 @@ class RolloutSettings(BaseModel):
     # Evaluation and demonstration-bank episodes in flight at once (the rest wait unrequested,
     # so each one's task_timeout_minutes starts when it is requested, not behind the others).
     request_window: int = Field(16, ge=1)
+    # A training iteration's episodes in flight at once, each deadline counted from its own
+    # request; unset: every episode requested when the iteration starts, all deadlines
+    # counted from then (WebGym's dispatch). A window the size of the browsers' contexts
+    # gives each episode its whole timeout on a machine that runs them a few at a time.
+    iteration_window: int | None = Field(None, ge=1)
     eval_suite: Suite = Field(Suite.ALL, description="the suites the loop's evaluations cover")
     eval_splits: tuple[Split, ...] = Field(
         (Split.TEST, Split.OOD), description="the held-out splits the loop's evaluations cover")
