@@ -19,14 +19,13 @@ comparison, and `make lint` runs `--check`).
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel
 
+from devtools.generated import write_or_check
 from infra import minio_users
 from webgym_common.config import PROJECT_ROOT, InfraSettings, KafkaSettings, Settings
 from webgym_common.processes import PROCESSES, Process, ProcessSpec
@@ -197,24 +196,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.chart", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if the file differs (writes nothing)")
-    parser.add_argument("--out", type=Path, default=TARGET, help="the file to write")
-    args = parser.parse_args(argv)
-    text = render()
-    current = args.out.read_text() if args.out.is_file() else ""
-    if current == text:
-        print(f"{args.out} is up to date")
-        return 0
-    if args.check:
-        print(f"{args.out} is stale: run python -m devtools.chart", file=sys.stderr)
-        return 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(f"wrote {args.out}")
-    return 0
+    return write_or_check("devtools.chart", __doc__, TARGET, render, argv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from what the classes give (a unit test runs the same comparison).
 
 from __future__ import annotations
 
-import argparse
 import ast
 import inspect
 import io
@@ -28,6 +27,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from devtools.docs_check import OTHER_VARIABLES
+from devtools.generated import write_or_check
 from webgym_common.config import PROJECT_ROOT, Settings
 
 TARGET = PROJECT_ROOT / "docs" / "configuration.md"
@@ -234,22 +234,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.settings_doc", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if the page differs (writes nothing)")
-    parser.add_argument("--out", type=Path, default=TARGET, help="the page to write")
-    args = parser.parse_args(argv)
-    page = render()
-    if args.check:
-        current = args.out.read_text() if args.out.is_file() else ""
-        if current != page:
-            print(f"{args.out} is stale: run python -m devtools.settings_doc", file=sys.stderr)
-            return 1
-        return 0
-    args.out.write_text(page)
-    print(f"wrote {args.out}")
-    return 0
+    return write_or_check("devtools.settings_doc", __doc__, TARGET, render, argv)
 
 
 if __name__ == "__main__":
