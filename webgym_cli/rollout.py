@@ -158,9 +158,10 @@ def curve(
     eval_split: Split = typer.Option(
         Split.TEST, help="The held-out split every version is evaluated on: validation to "
         "choose a recipe, test for the curve you report."),
-    iteration_window: int | None = typer.Option(
-        None, help="Training episodes in flight at once, each timed from its own request "
-        "(the browsers' contexts); unset: all requested at the iteration's start."),
+    contexts: int = typer.Option(
+        16, help="Episodes in flight at once: the browser worker's contexts, the policy's "
+        "decisions in flight, and each iteration's request window (each episode timed from "
+        "its own request)."),
     seed: int = typer.Option(
         1, help="The run's seed: the training task draws and the LoRA runs (a second run "
         "with another seed gives the spread; the held-out set is the same for every seed)."),
@@ -178,9 +179,9 @@ def curve(
     """The learning curve on a fixed held-out set.
 
     The demonstration bank, the loop, and the baseline, v0, every trained version and the
-    bank-only control on the suite's test split (MiniWoB++ by default, about an hour on 2
+    bank-only control on the suite's test split (MiniWoB++ by default, about 40 min on 2
     cores). The defaults are the recipe chosen on the validation split: 2 iterations of 128
-    rollout-pool episodes, 4 attempts of each task at temperature 0.7.
+    rollout-pool episodes, 4 attempts of each task at temperature 0.7, 16 at a time.
 
     Writes curve.csv (each version's success, interval and McNemar p against v0, on all
     held-out tasks and on the novel-solution ones), per_task.csv, per_group.csv and
@@ -188,7 +189,9 @@ def curve(
 
     \b
     Example: webgym curve --eval-split validation --out /tmp/curve-val"""
-    settings = settings_with(policy={"kind": PolicyKind.VLLM, "temperature": temperature},
+    settings = settings_with(policy={"kind": PolicyKind.VLLM, "temperature": temperature,
+                                     "max_inflight": contexts},
+                             browser={"contexts": contexts},
                              rollout={"train": True, "demonstration_share": 0.0,
                                       "task_timeout_minutes": episode_minutes,
                                       "train_max_steps": train_max_steps, "eval_every": 1,
@@ -196,7 +199,7 @@ def curve(
                                       "eval_splits": [eval_split],
                                       "eval_max_steps": eval_max_steps,
                                       "attempts_per_task": attempts, "train_pool": train_pool,
-                                      "seed": seed, "iteration_window": iteration_window},
+                                      "seed": seed, "iteration_window": contexts},
                              trainer={"max_steps": train_steps, "seed": seed,
                                       "demonstration_share": bank_share,
                                       "run_timeout_s": run_timeout_s(train_steps)},

@@ -63,6 +63,11 @@ def test_the_curve_by_default_is_the_measured_miniwob_recipe(
     assert settings.rollout.train_max_steps == 8
     assert (settings.rollout.attempts_per_task, settings.policy.temperature) == (4, 0.7)
     assert settings.rollout.train_pool == "rollout"
+    # 16 episodes at once, each timed from its own request: 128 on 4 contexts, all requested
+    # at the start, ran out their 5 minutes waiting.
+    assert (settings.browser.contexts, settings.policy.max_inflight,
+            settings.rollout.iteration_window) == (16, 16, 16)
+    assert (settings.rollout.seed, settings.trainer.seed) == (1, 1)
 
     runner.invoke(app, ["curve", "--suite", "all", "--train-steps", "650",
                         "--episode-minutes", "4", "--train-max-steps", "12"])
