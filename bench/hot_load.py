@@ -77,13 +77,15 @@ class Clock:
 
 async def feed(producer: EventProducer, reader: EventConsumer, clock: Clock,
                inflight: int) -> None:
-    """Episodes that answer every action with the next observation, and the clock's reads."""
+    """Episodes that answer every action with the next observation, and the clock's reads.
+
+    Training episodes: a held-out one keeps the version it was requested on."""
     steps: dict[str, int] = {}
     for i in range(inflight):
         eid = f"hot-{i}-{uuid.uuid4().hex[:6]}"
         steps[eid] = 0
         await producer.publish(Topic.EPISODES, eid, EpisodeRequested(
-            episode_id=eid, iteration=0, split="test", max_steps=10_000, policy_version="base",
+            episode_id=eid, iteration=0, split="train", max_steps=10_000, policy_version="base",
             deadline=utc_now() + timedelta(hours=2),
             task=Task(task_id="bench", task_name="Find the price of the blue lamp.",
                       domain="bench", website="http://127.0.0.1/shop/", difficulty=1)))
