@@ -67,6 +67,8 @@ class OneAtATime:
     @contextlib.asynccontextmanager
     async def of(self, key: Hashable) -> AsyncIterator[None]:
         lock, users = self._locks.get(key, (None, 0))
+        if users:  # rare (a record handed out twice): said, so that a long wait is not silent
+            log.info("%s: waits for the handler of the same key before it", key)
         lock = lock or asyncio.Lock()
         self._locks[key] = (lock, users + 1)
         try:

@@ -5,6 +5,7 @@ and the chaos suite)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,6 +180,20 @@ async def test_handlers_of_one_key_take_turns_and_other_keys_run_alongside() -> 
     assert log.index("a2 in") > log.index("a1 out")
     assert log.index("b1 in") < log.index("a1 out")
     assert in_turn.busy() == 0  # no lock kept for keys nobody handles
+
+
+async def test_a_handler_waiting_for_its_keys_turn_says_so(
+        caplog: pytest.LogCaptureFixture) -> None:
+    in_turn = OneAtATime()
+
+    async def handle(key: str) -> None:
+        async with in_turn.of(key):
+            await asyncio.sleep(0.02)
+
+    with caplog.at_level(logging.INFO, logger="webgym_common.stream.reliable"):
+        await asyncio.gather(handle("ep-1"), handle("ep-1"), handle("ep-2"))
+    waits = [r.getMessage() for r in caplog.records if "waits for the handler" in r.getMessage()]
+    assert waits == ["ep-1: waits for the handler of the same key before it"]
 
 
 async def test_a_handler_that_fails_still_lets_the_next_one_in() -> None:
