@@ -27,7 +27,13 @@ from pydantic import BaseModel
 
 from devtools.generated import write_or_check
 from infra import minio_users
-from webgym_common.config import PROJECT_ROOT, InfraSettings, KafkaSettings, Settings
+from webgym_common.config import (
+    PROJECT_ROOT,
+    InfraSettings,
+    KafkaSettings,
+    Settings,
+    setting_variable,
+)
 from webgym_common.processes import PROCESSES, Process, ProcessSpec
 from webgym_common.telemetry import NO_TELEMETRY
 from webgym_common.topics import (
@@ -110,8 +116,7 @@ def topics() -> list[dict[str, Any]]:
 
 def variable(setting: str) -> str:
     """"section.field" as its environment variable."""
-    section, field = setting.split(".")
-    return f"WEBGYM_{section.upper()}__{field.upper()}"
+    return setting_variable(*setting.split(".", 1))
 
 
 def server(spec: ProcessSpec) -> dict[str, Any] | None:
@@ -178,7 +183,7 @@ def document() -> dict[str, Any]:
         # The Kafka settings the topics follow: their defaults and the variables that pass
         # the chart's values to every process.
         "kafkaSettings": {camel(name): {"default": getattr(kafka, name),
-                                        "env": f"WEBGYM_KAFKA__{name.upper()}"}
+                                        "env": setting_variable("kafka", name)}
                           for name in TOPIC_SETTINGS},
         "minInsyncReplicas": {str(n): min_insync_replicas(n)
                               for n in range(1, MAX_REPLICATION + 1)},

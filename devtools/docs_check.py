@@ -42,7 +42,7 @@ from devtools.cli_lines import (
     subcommand_names,
     webgym_invocations,
 )
-from webgym_common.config import PROJECT_ROOT, Settings
+from webgym_common.config import PROJECT_ROOT, Settings, setting_variable
 
 # Variables the project reads that are not settings. Each is read by the code named.
 OTHER_VARIABLES = {
@@ -315,7 +315,7 @@ def setting_variables() -> set[str]:
     for section, info in Settings.model_fields.items():
         model = info.annotation
         for name in getattr(model, "model_fields", {}):
-            names.add(f"WEBGYM_{section.upper()}__{name.upper()}")
+            names.add(setting_variable(section, name))
     return names
 
 

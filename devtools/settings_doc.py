@@ -28,7 +28,7 @@ from pydantic.fields import FieldInfo
 
 from devtools.docs_check import OTHER_VARIABLES
 from devtools.generated import write_or_check
-from webgym_common.config import PROJECT_ROOT, Settings
+from webgym_common.config import PROJECT_ROOT, Settings, setting_variable
 
 TARGET = PROJECT_ROOT / "docs" / "configuration.md"
 SECRET = re.compile(r"password|secret|api_key|access_key")
@@ -222,7 +222,7 @@ def render() -> str:
         out.append("| variable | default | meaning |\n|---|---|---|")
         comments = comments_of(model)
         for name, field in model.model_fields.items():
-            variable = f"WEBGYM_{section.upper()}__{name.upper()}"
+            variable = setting_variable(section, name)
             out.append(f"| `{variable}` | {_cell(default_text(section, name, field))} | "
                        f"{_cell(meaning(name, field, comments))} |")
         out.append("")

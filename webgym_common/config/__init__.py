@@ -53,7 +53,7 @@ __all__ = [
     "EvaluatorSettings", "InfraSettings", "KafkaSettings", "ModelLoaderSettings", "MonitorSettings",
     "PolicySettings", "ReplaySettings", "RolloutSettings", "S3Settings", "Settings",
     "SettingsError", "TrainerSettings", "VllmSettings", "get_settings", "load_settings",
-    "settings_env",
+    "setting_variable", "settings_env",
 ]
 
 
@@ -191,6 +191,12 @@ def _with_key(section: Any, key: str) -> Any:
     return section
 
 
+def setting_variable(section: str, field: str) -> str:
+    """The environment variable of a setting: WEBGYM_<SECTION>__<FIELD> (Settings' env_prefix
+    and env_nested_delimiter)."""
+    return f"WEBGYM_{section.upper()}__{field.upper()}"
+
+
 def settings_env(settings: Settings) -> dict[str, str]:
     """The same settings as WEBGYM_* environment variables, for a child process."""
     env = {}
@@ -199,7 +205,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
             if value is None:
                 continue
             text = json.dumps(value) if isinstance(value, list | dict) else str(value)
-            env[f"WEBGYM_{section.upper()}__{name.upper()}"] = text
+            env[setting_variable(section, name)] = text
     return env
 
 
