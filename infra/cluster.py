@@ -122,8 +122,7 @@ def down(address: str) -> list[str]:
     """Stop every actor's process, then kill the actor without a restart."""
     connect(address)
     names = live_actors()
-    for name in names:
-        stop_actor(name)
+    down_names(names)
     return names
 
 
@@ -188,6 +187,11 @@ def record_of(name: str, records: Iterable[Mapping[str, Any]]) -> Mapping[str, A
     return max(mine, key=lambda r: (r.get("State") != "DEAD", r.get("StartTime") or 0))
 
 
+def restarts_of(record: Mapping[str, Any] | None) -> int:
+    """How often Ray restarted the actor of an actor-table record (0: no record)."""
+    return int((record or {}).get("NumRestarts") or 0)
+
+
 def status_rows(live: list[str], records: Iterable[Mapping[str, Any]],
                 expected: list[str]) -> list[ActorRow]:
     """One row per live actor (a name Ray lists in the namespace) and per expected actor
@@ -202,8 +206,7 @@ def status_rows(live: list[str], records: Iterable[Mapping[str, Any]],
         address = record.get("Address") or {}
         rows.append(ActorRow(process_of(name), name, str(record.get("State", "?")),
                              str(address.get("NodeID") or "-"),
-                             str(address.get("IPAddress") or "-"),
-                             int(record.get("NumRestarts") or 0)))
+                             str(address.get("IPAddress") or "-"), restarts_of(record)))
     return rows
 
 
@@ -290,12 +293,11 @@ def with_process(row: ActorRow) -> ActorRow:
 
 def wait_ready(names: list[str], timeout_s: float) -> None:
     records = actor_records(names)
-    restarts = {n: int((record_of(n, records) or {}).get("NumRestarts") or 0) for n in names}
+    restarts = {n: restarts_of(record_of(n, records)) for n in names}
     deadline = time.monotonic() + timeout_s
     while waiting := not_ready({n: ask(n, "info") for n in names}):
         records = actor_records(names)
-        crashed = [n for n in waiting if int((record_of(n, records) or {}).get(
-            "NumRestarts") or 0) > restarts[n]]
+        crashed = [n for n in waiting if restarts_of(record_of(n, records)) > restarts[n]]
         if crashed or time.monotonic() > deadline:
             why = "exited before it was ready" if crashed else f"not ready in {timeout_s:.0f} s"
             name = (crashed or waiting)[0]
