@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra import pipeline
 from infra.procs import ManagedProcess, pid_alive
 from webgym_common.config import PROJECT_ROOT
 from webgym_common.lifecycle import READY_FILE_ENV
@@ -62,8 +63,9 @@ class Launch:
 
 
 def worker_command(process: str) -> list[str]:
-    """The process's command on this node: this node's Python, `webgym worker <process>`."""
-    return [sys.executable, "-m", "webgym_cli", "-v", "worker", process]
+    """The process's command on this node: the supervisor's (this node's Python,
+    `webgym worker <process>`)."""
+    return pipeline.command(process)
 
 
 def was_restarted() -> bool:
