@@ -14,6 +14,7 @@ Prints one line per file (documents and kinds) and every error; exits 1 on any e
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -52,25 +53,34 @@ def name_errors(doc: dict[str, Any]) -> list[str]:
     return []
 
 
-def custom_errors(doc: dict[str, Any], schema: dict[str, Any]) -> list[str]:
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    return [f"{'.'.join(str(p) for p in e.absolute_path) or '(document)'}: {e.message}"
-            for e in sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path))]
+def described(e: jsonschema.ValidationError) -> str:
+    """A schema error as "<path in the document>: <message>"."""
+    return f"{'.'.join(str(p) for p in e.absolute_path) or '(document)'}: {e.message}"
+
+
+@functools.cache
+def custom_validator(file: str) -> Any:
+    """The validator of a CRD's schema, read once for all the documents of its kind."""
+    schema = json.loads((SCHEMAS / file).read_text())
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def custom_errors(doc: dict[str, Any], file: str) -> list[str]:
+    errors = custom_validator(file).iter_errors(doc)
+    return [described(e) for e in sorted(errors, key=lambda e: list(e.absolute_path))]
 
 
 def errors_of(doc: dict[str, Any], version: str) -> list[str]:
     key = (doc.get("apiVersion", ""), doc.get("kind", ""))
     found = name_errors(doc)
     if key in CUSTOM:
-        schema = json.loads((SCHEMAS / CUSTOM[key]).read_text())
-        return found + custom_errors(doc, schema)
+        return found + custom_errors(doc, CUSTOM[key])
     try:
         kubernetes_validate.validate(doc, version, strict=True)
     except SchemaNotFoundError:
         found.append(f"no schema for {key[1]} {key[0]}: an unknown kind")
     except jsonschema.ValidationError as e:
-        found.append(f"{'.'.join(str(p) for p in e.absolute_path) or '(document)'}: "
-                     f"{e.message}")
+        found.append(described(e))
     return found
 
 
