@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import Settings
+from webgym_common.events import Event
+from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.topics import Topic, topic_name
 
 
@@ -80,3 +83,23 @@ async def read_events(settings: Settings, topic: Topic, skip: set[tuple[str, int
         with contextlib.suppress(DecodeError):
             events.append(codec.decode(r.value))
     return events
+
+
+@contextlib.asynccontextmanager
+async def collected(settings: Settings, producer: EventProducer, topics: Sequence[Topic],
+                    client_id: str) -> AsyncIterator[list[Event]]:
+    """Every event of `topics`, read from the beginning into the list in the background
+    while the block runs (the pipeline's own consumer, no group)."""
+    out: list[Event] = []
+    reader = EventConsumer(settings, list(topics), None, producer, client_id=client_id)
+
+    async def read() -> None:
+        async for received in reader.events(poll_timeout_ms=100):
+            out.append(received.event)
+
+    async with reader:
+        task = asyncio.create_task(read())
+        try:
+            yield out
+        finally:
+            task.cancel()

@@ -23,6 +23,7 @@ import pytest
 
 from harness.launch import PipelineProcess
 from harness.lora import adapter_files, digests, upload
+from harness.topic_reads import collected
 from infra.vllm_server import model_dir
 from webgym_common.config import Settings
 from webgym_common.events import (
@@ -37,7 +38,7 @@ from webgym_common.events import (
     utc_now,
 )
 from webgym_common.objectstore import ObjectStore
-from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.bus import EventProducer
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -46,8 +47,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 class Seen:
     """Every event on some topics, read from the beginning in the background."""
 
-    def __init__(self) -> None:
-        self.events: list[Event] = []
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
 
     def actions(self, episode_id: str) -> dict[int, ActionChosen]:
         return {e.step: e for e in self.events
@@ -59,20 +60,9 @@ class Seen:
 
 @contextlib.asynccontextmanager
 async def seen(settings: Settings, producer: EventProducer) -> AsyncIterator[Seen]:
-    out = Seen()
-    reader = EventConsumer(settings, [Topic.ACTIONS, Topic.MODELS_SERVED], None, producer,
-                           client_id="test-hot-load")
-
-    async def read() -> None:
-        async for received in reader.events(poll_timeout_ms=100):
-            out.events.append(received.event)
-
-    async with reader:
-        task = asyncio.create_task(read())
-        try:
-            yield out
-        finally:
-            task.cancel()
+    async with collected(settings, producer, [Topic.ACTIONS, Topic.MODELS_SERVED],
+                         "test-hot-load") as events:
+        yield Seen(events)
 
 
 async def until(check: Callable[[], bool], timeout_s: float, what: str,

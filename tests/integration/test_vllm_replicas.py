@@ -16,17 +16,19 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from harness.launch import PipelineProcess
 from harness.lora import adapter_files, digests, upload
 from harness.replicas import Replica, listed
+from harness.topic_reads import collected
 from infra.vllm_server import model_dir
 from webgym_common.config import Settings
 from webgym_common.events import ModelServed, ModelVersion
 from webgym_common.objectstore import ObjectStore
-from webgym_common.stream.bus import EventConsumer, EventProducer
+from webgym_common.stream.bus import EventProducer
 from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session"),
@@ -41,21 +43,9 @@ async def lists(url: str, name: str, key: str) -> bool:
 async def announcements(settings: Settings, producer: EventProducer
                         ) -> AsyncIterator[list[ModelServed]]:
     """Every ModelServed, read from the beginning in the background."""
-    out: list[ModelServed] = []
-    reader = EventConsumer(settings, [Topic.MODELS_SERVED], None, producer,
-                           client_id="test-vllm-replicas")
-
-    async def read() -> None:
-        async for received in reader.events(poll_timeout_ms=100):
-            if isinstance(received.event, ModelServed):
-                out.append(received.event)
-
-    async with reader:
-        task = asyncio.create_task(read())
-        try:
-            yield out
-        finally:
-            task.cancel()
+    async with collected(settings, producer, [Topic.MODELS_SERVED],
+                         "test-vllm-replicas") as events:
+        yield cast("list[ModelServed]", events)  # the topic holds nothing else
 
 
 async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout_s: float, what: str,
