@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from harness.delivery_counts import episode_outcomes
+from harness.sandbox_tasks import short_train_tasks
 from harness.topic_reads import read_events
 from infra.procs import free_port_block, pid_alive
 from producers.catalog import load_tasks
@@ -39,7 +40,6 @@ from webgym_common.topics import Topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session"),
               pytest.mark.timeout(1800)]
-SANDBOX = Path("environments/tasks/sandbox_tasks.jsonl")
 EPISODES = 16
 HEAD, NODE = "127.0.0.2", "127.0.0.3"  # loopback: Ray turns 127.0.0.1 into eth0's address
 COLUMNS = ("process", "actor", "state", "node id", "node ip", "restarts", "pid", "ready")
@@ -116,14 +116,6 @@ def fast(settings: Settings) -> Settings:
     return settings.model_copy(update={"rollout": rollout_cfg})
 
 
-def short_tasks() -> list[dict]:
-    """The short train tasks of shop, wiki and forum (a train iteration draws only those)."""
-    lines = [json.loads(x) for x in SANDBOX.read_text().splitlines()]
-    return [x for x in lines if x["task_id"].split("-")[0] in ("shop", "wiki", "forum")
-            and x["split"] == "train" and x.get("definite_answer")
-            and len(x["reference_actions"]) <= 4]
-
-
 def status(settings: Settings, address: str) -> dict[str, dict[str, str]]:
     """`webgym cluster status`, each actor's row by its column names."""
     out = webgym(settings, "cluster", "status", "--address", address).stdout
@@ -173,7 +165,7 @@ async def test_ray_restarts_a_killed_browser_and_every_episode_is_scored_once(
         assert {r["node ip"] for n, r in before.items() if "browser" not in n} == {HEAD}
         victim = int(before["webgym-browser-0"]["pid"])
 
-        tasks = short_tasks()
+        tasks = short_train_tasks()
         (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
         async with EventProducer(s, client_id="test") as producer:
             assert not (await load_tasks(tmp_path / "tasks.jsonl", producer)).bad

@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from harness.launch import BrowserWorkerProcess, PipelineProcess
+from harness.sandbox_tasks import short_train_tasks
 from infra import kafka_broker, stack
 from infra.procs import ManagedProcess, free_port, free_port_block
 from producers.catalog import load_tasks
@@ -34,7 +35,6 @@ from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic, topic_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-SANDBOX = Path("environments/tasks/sandbox_tasks.jsonl")
 RECORDS = 3000
 EPISODES = 24  # the iteration's episodes, over the short train tasks
 
@@ -211,14 +211,6 @@ def fast(settings: Settings) -> Settings:
     return settings.model_copy(update={"rollout": rollout_cfg, "browser": browser})
 
 
-def short_tasks() -> list[dict]:
-    """The short train tasks (a train iteration draws only those) of shop, wiki and forum."""
-    lines = [json.loads(x) for x in SANDBOX.read_text().splitlines()]
-    return [x for x in lines if x["task_id"].split("-")[0] in ("shop", "wiki", "forum")
-            and x["split"] == "train" and x.get("definite_answer")
-            and len(x["reference_actions"]) <= 4]
-
-
 async def test_an_iteration_on_the_cluster_survives_a_broker_killed_mid_way(
     cluster: Settings, tmp_path: Path,
 ) -> None:
@@ -235,7 +227,7 @@ async def test_an_iteration_on_the_cluster_survives_a_broker_killed_mid_way(
                 assert all(p.proc.poll() is None for p in procs), [p.log_text()[-800:]
                                                                     for p in procs]
                 await asyncio.sleep(0.5)
-        tasks = short_tasks()
+        tasks = short_train_tasks()
         assert len(tasks) >= EPISODES // 2  # a task is drawn again once all were drawn
         (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
         async with EventProducer(s, client_id="test") as producer:
