@@ -132,8 +132,8 @@ class Trainer:
                     self.skipped.add(run.run_id)
                     return
         if version is None:
-            version = passthrough(parent, run, t.model_name, self.base_model, t.mode.value,
-                                  t.mode.finetuning_type)
+            version = passthrough(parent, run, t.model_name, self.base_model, run.mode.value,
+                                  run.mode.finetuning_type)
             log.info("trainer: v%d is v%d's weights (nothing to train on)", run.version,
                      run.parent_version)
         await self.read_to_end()  # exactly once: what webgym.models has now
@@ -148,7 +148,8 @@ class Trainer:
                  len(version.sample_ids), version.parent_version)
 
     async def train(self, run: PlannedRun, parent: ModelVersion | None) -> ModelVersion:
-        s, t = self.settings, self.settings.trainer
+        # the run's objective: the configured mode, but a warm start is supervised (decisions)
+        s, t = self.settings, self.settings.trainer.model_copy(update={"mode": run.mode})
         if self.venv is None or not self.base_model:
             raise RuntimeError("the trainer needs LLaMA-Factory's venv and a base model: run "
                                "it as `webgym worker trainer` (or pass venv= and base_model=)")

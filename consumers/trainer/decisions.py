@@ -24,8 +24,14 @@ draw (consumers.trainer.draw) seeded by the version number. Eligible: train spli
 the leak guard lets train (webgym_common.leaks, over the catalog: the last check before a
 row reaches a dataset, whatever wrote the replay topic), in the window (the last N
 iterations up to the trigger's, the newest `capacity`), fresh enough for
-`max_staleness`, and a success unless the mode learns from failures (KTO/DPO) or the replay
-keeps failures for SFT too (`replay.success_only` off).
+`max_staleness`, and a success unless the run's objective learns from failures (KTO/DPO)
+or the replay keeps failures for SFT too (`replay.success_only` off).
+
+A run's objective (`objective`): `trainer.mode`, except that the warm start is supervised. A
+preference objective (KTO, DPO) needs a model that already acts to compare its successes with
+its failures, and the bank holds successes only, so under a preference mode the first run from
+the base model (with `warm_start` on) and the bank-only control are SFT (LoRA, or full with
+full SFT) on successes; the versions after the warm start train with the preference objective.
 
 The demonstration bank (webgym_common.demonstrations: teacher-forced episodes of the train
 split's references, iteration -2) is no iteration's and outside every window: the first run
@@ -55,7 +61,7 @@ from aiokafka import TopicPartition
 
 from consumers.trainer.draw import draw, fresh_enough, window
 from consumers.trainer.llamafactory import run_id
-from webgym_common.choices import TrainTrigger
+from webgym_common.choices import TrainMode, TrainTrigger
 from webgym_common.config import Settings, TrainerSettings
 from webgym_common.demonstrations import is_bank_sample
 from webgym_common.events import (
@@ -111,6 +117,7 @@ class PlannedRun:
     pool: int  # eligible samples drawn from
     pool_end_ms: int
     trigger: str = field(default="", compare=False)  # why, for the log
+    mode: TrainMode = TrainMode.LORA_SFT  # the run's objective (`objective`)
 
     @property
     def empty(self) -> bool:
@@ -163,10 +170,22 @@ def pool_end(version: ModelVersion | None) -> int:
     return int(end) if end is not None else int(version.produced_at.timestamp() * 1000)
 
 
+def supervised(mode: TrainMode) -> TrainMode:
+    """The supervised objective beside `mode`: full SFT stays full, the rest LoRA SFT."""
+    return mode if mode is TrainMode.FULL_SFT else TrainMode.LORA_SFT
+
+
+def objective(cfg: TrainerSettings, parent: int) -> TrainMode:
+    """What the successor of version `parent` trains with (see the module docstring)."""
+    return supervised(cfg.mode) if parent == 0 and cfg.warm_start else cfg.mode
+
+
 def usable(sample: ReplaySample, settings: Settings, current_version: int,
-           guard: LeakGuard) -> bool:
-    """Could this sample train the successor of `current_version` (window aside)?"""
-    learns_failures = settings.trainer.mode.needs_failures or not settings.replay.success_only
+           guard: LeakGuard, mode: TrainMode | None = None) -> bool:
+    """Could this sample train the successor of `current_version` (window aside), with the
+    objective `mode` (default: the successor's `objective`)?"""
+    mode = mode or objective(settings.trainer, current_version)
+    learns_failures = mode.needs_failures or not settings.replay.success_only
     return (sample.split == "train" and (sample.success or learns_failures)
             and fresh_enough(sample.policy_version, current_version,
                              settings.trainer.max_staleness)
@@ -228,12 +247,13 @@ def next_run(state: TrainerState, settings: Settings) -> PlannedRun | None:
         iterations.add(iteration)  # followed, even with nothing to train on
     if demos:
         trigger += f"; {len(demos)} demonstration-bank rows"
+    mode = objective(settings.trainer, parent)
     return PlannedRun(
         version=parent + 1, parent_version=parent,
-        run_id=run_id(ids, parent, settings.trainer.mode), sample_ids=ids,
+        run_id=run_id(ids, parent, mode), sample_ids=ids,
         trained_on_iterations=tuple(sorted(iterations)), pool=len(eligible),
         pool_end_ms=max((s.at_ms for s in pool), default=pool_end(state.versions.get(parent))),
-        trigger=trigger)
+        trigger=trigger, mode=mode)
 
 
 def passthrough(parent: ModelVersion | None, run: PlannedRun, model_name: str, base_model: str,
@@ -259,11 +279,11 @@ def trained_version(run: PlannedRun, cfg: TrainerSettings, checkpoint_uri: str, 
     return ModelVersion(
         model_name=cfg.model_name, version=run.version, checkpoint_uri=checkpoint_uri,
         file_sha256=dict(file_sha256),
-        base_model=base_model, finetuning_type=cfg.mode.finetuning_type,
+        base_model=base_model, finetuning_type=run.mode.finetuning_type,
         trained_on_iterations=list(run.trained_on_iterations),
         metrics={**metrics, "samples": float(rows), POOL_END: float(run.pool_end_ms)},
         run_id=run.run_id, parent_version=run.parent_version, sample_ids=list(run.sample_ids),
-        mode=cfg.mode.value)
+        mode=run.mode.value)
 
 
 WARM_START_VERSION = 1
@@ -279,15 +299,17 @@ def steps_after_warm_start(progress: Iterable[TrainingProgress]) -> int:
 
 
 def control_run(state: TrainerState, settings: Settings) -> PlannedRun:
-    """The control's v1: every usable bank sample, on the warm start's adapter."""
-    guard = LeakGuard.of(state.catalog)
+    """The control's v1: every usable bank sample, on the warm start's adapter, supervised
+    (the bank holds successes only: a preference objective would have nothing to compare)."""
+    guard, mode = LeakGuard.of(state.catalog), supervised(settings.trainer.mode)
     bank = sorted((s for s in state.samples.values() if is_bank_sample(s.iteration)
-                   and usable(s.sample, settings, WARM_START_VERSION, guard)),
+                   and usable(s.sample, settings, WARM_START_VERSION, guard, mode)),
                   key=lambda s: s.order)
     ids = tuple(s.sample.sample_id for s in bank)
     return PlannedRun(
         version=1, parent_version=WARM_START_VERSION,
-        run_id=run_id([f"control:{i}" for i in ids], WARM_START_VERSION, settings.trainer.mode),
+        run_id=run_id([f"control:{i}" for i in ids], WARM_START_VERSION, mode),
         sample_ids=ids, trained_on_iterations=(), pool=len(ids),
         pool_end_ms=max((s.at_ms for s in bank), default=0),
-        trigger=f"the bank-only control: {len(ids)} bank rows on v{WARM_START_VERSION}")
+        trigger=f"the bank-only control: {len(ids)} bank rows on v{WARM_START_VERSION}",
+        mode=mode)

@@ -164,13 +164,30 @@ def test_staleness_k0_keeps_the_current_versions_samples_and_demonstrations() ->
 
 
 def test_failures_only_for_modes_that_learn_from_them() -> None:
-    events = [sample("win:0"), sample("loss:0", success=False), closed(0)]
+    events = [sample("win:0"), sample("loss:0", success=False), closed(0), version(1, [0]),
+              sample("win:1", iteration=1, version="v1"),
+              sample("loss:1", iteration=1, version="v1", success=False), closed(1)]
     run = next_run(state_of(*events), settings())
-    assert run is not None and run.sample_ids == ("win:0",)
+    assert run is not None and run.sample_ids == ("win:1",) and run.mode is TrainMode.LORA_SFT
     run = next_run(state_of(*events), settings(mode="kto"))
-    assert run is not None and set(run.sample_ids) == {"win:0", "loss:0"}
+    assert run is not None and set(run.sample_ids) == {"win:1", "loss:1"}
+    assert run.mode is TrainMode.KTO
     run = next_run(state_of(*events), settings(replay={"success_only": False}))
-    assert run is not None and set(run.sample_ids) == {"win:0", "loss:0"}
+    assert run is not None and set(run.sample_ids) == {"win:1", "loss:1"}
+
+
+def test_the_warm_start_is_supervised_on_successes_whatever_the_mode() -> None:
+    events = [*bank(2), sample("win:0"), sample("loss:0", success=False), closed(0)]
+    for mode in ("kto", "dpo"):
+        run = next_run(state_of(*events), settings(mode=mode))
+        assert run is not None and run.mode is TrainMode.LORA_SFT
+        assert "loss:0" not in run.sample_ids and "win:0" in run.sample_ids
+        assert run.run_id == run_id(run.sample_ids, 0, TrainMode.LORA_SFT)
+    full = next_run(state_of(*events), settings(mode="full_sft"))
+    assert full is not None and full.mode is TrainMode.FULL_SFT
+    # without a warm start the first run is already the configured objective's
+    cold = next_run(state_of(*events), settings(mode="kto", warm_start=False))
+    assert cold is not None and cold.mode is TrainMode.KTO and "loss:0" in cold.sample_ids
 
 
 def test_an_empty_close_still_gets_a_version_with_the_parents_weights() -> None:
@@ -351,3 +368,7 @@ def test_the_control_continues_v1_on_every_bank_sample_the_guard_allows() -> Non
     assert (run.version, run.parent_version) == (1, 1)
     # a folder and a progress key of its own, never the policy line's run on the same rows
     assert run.run_id != run_id(run.sample_ids, 1, TrainMode.LORA_SFT)
+    assert run.mode is TrainMode.LORA_SFT
+    # under a preference mode the control stays supervised: the bank has no failure to compare
+    kto = control_run(state, settings(mode="kto"))
+    assert kto.mode is TrainMode.LORA_SFT and kto.sample_ids == run.sample_ids
