@@ -6,20 +6,34 @@ real). The bridge lives in a namespace of its own, so the machine's own interfac
 and addresses are never touched, and no host has a route beyond the bridge: whatever runs
 in a host can reach the other hosts and nothing else. Cutting a host's link sets its port
 on the bridge down (its own interface stays up, as a pulled cable leaves it); restoring it
-sets the port up again. `close` deletes the namespaces, which takes their interfaces with
-them. Needs root (CAP_NET_ADMIN) and iproute2's `ip`.
+sets the port up again. `kill` ends every process inside a host at once, as a host that
+loses its power would (the processes' ids come from `ip netns pids`: only what was started
+inside the host). `close` kills what is left in the hosts and deletes the namespaces, which
+takes their interfaces with them. Needs root (CAP_NET_ADMIN) and iproute2's `ip`.
+
+A test's own clients (its Kafka producer, its reads of the topics) reach the hosts only from
+inside one: `run_inside` calls a function on a thread of the test's process that has entered
+the host's namespace. A network namespace belongs to a thread, not to the process: the
+caller's thread and the rest of the process stay where they were, and threads the function
+starts (asyncio's executor) are born inside with it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import os
 import shutil
+import signal
 import subprocess
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 NETWORK = ipaddress.ip_network("198.18.0.0/24")  # a slice of 198.18.0.0/15
+CLONE_NEWNET = 0x40000000  # setns(2)'s namespace type: a network namespace
+T = TypeVar("T")
 
 
 class HostsUnavailable(RuntimeError):
@@ -51,6 +65,39 @@ class Host:
     def command(self, argv: Sequence[str]) -> list[str]:
         """`argv` run inside this host's network namespace."""
         return ["ip", "netns", "exec", self.name, *argv]
+
+    def pids(self) -> list[int]:
+        """The processes inside this host now."""
+        return [int(p) for p in ip("netns", "pids", self.name).split()]
+
+
+def enter(host: Host) -> None:
+    """Move the calling thread into the host's network namespace (setns(2))."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open(f"/run/netns/{host.name}") as ns:
+        if libc.setns(ns.fileno(), CLONE_NEWNET) != 0:
+            raise HostsUnavailable(f"setns into {host.name}: {os.strerror(ctypes.get_errno())}")
+
+
+def run_inside(host: Host, fn: Callable[[], T]) -> T:
+    """fn() on a new thread inside the host's network namespace; its result, or its
+    exception raised here. The calling thread never leaves its own namespace."""
+    out: dict[str, T] = {}
+    failed: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            enter(host)
+            out["result"] = fn()
+        except BaseException as e:  # handed to the caller's thread
+            failed.append(e)
+
+    thread = threading.Thread(target=body, name=f"in-{host.name}")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return out["result"]
 
 
 class Hosts:
@@ -91,8 +138,23 @@ class Hosts:
     def restore(self, name: str) -> None:
         ip("-n", self.switch, "link", "set", self.hosts[name].port, "up")
 
+    def kill(self, name: str) -> list[int]:
+        """SIGKILL every process inside the host, as a power cut would; their pids."""
+        pids = self.hosts[name].pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
     def close(self) -> None:
-        """Every namespace this made, gone (processes still inside keep theirs until they end)."""
+        """Every process inside the hosts killed, every namespace this made gone."""
+        for name in [*self.hosts]:
+            try:
+                self.kill(name)
+            except HostsUnavailable:
+                pass
         for host in [*self.hosts.values()]:
             subprocess.run(["ip", "netns", "delete", host.name], capture_output=True, timeout=30)
         subprocess.run(["ip", "netns", "delete", self.switch], capture_output=True, timeout=30)

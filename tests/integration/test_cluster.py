@@ -31,7 +31,7 @@ from harness.topic_reads import read_events
 from infra.procs import free_port_block, pid_alive
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
-from tests.support.pipeline_cli import row, webgym
+from tests.support.pipeline_cli import cluster_rows, row, webgym
 from webgym_common.choices import SamplingStrategy
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted, EpisodeRequested, EpisodeScored
@@ -42,7 +42,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
               pytest.mark.timeout(1800)]
 EPISODES = 16
 HEAD, NODE = "127.0.0.2", "127.0.0.3"  # loopback: Ray turns 127.0.0.1 into eth0's address
-COLUMNS = ("process", "actor", "state", "node id", "node ip", "restarts", "pid", "ready")
 
 
 def ray_ports(base: int) -> list[str]:
@@ -118,13 +117,7 @@ def fast(settings: Settings) -> Settings:
 
 def status(settings: Settings, address: str) -> dict[str, dict[str, str]]:
     """`webgym cluster status`, each actor's row by its column names."""
-    out = webgym(settings, "cluster", "status", "--address", address).stdout
-    rows = {}
-    for line in out.splitlines():
-        cells = [c.strip() for c in line.split("│")[1:-1]]
-        if len(cells) == len(COLUMNS) and cells[1].startswith("webgym-"):
-            rows[cells[1]] = dict(zip(COLUMNS, cells, strict=True))
-    return rows
+    return cluster_rows(webgym(settings, "cluster", "status", "--address", address).stdout)
 
 
 def our_workers(settings: Settings) -> list[int]:

@@ -6,16 +6,33 @@ import os
 import subprocess
 import sys
 
+from harness.hosts import Host
 from webgym_common.config import Settings, settings_env
 
+# The columns of `webgym cluster status`.
+CLUSTER_COLUMNS = ("process", "actor", "state", "node id", "node ip", "restarts", "pid", "ready")
 
-def webgym(settings: Settings, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    """`webgym ARGS` with these settings, output captured."""
+
+def webgym(settings: Settings, *args: str, timeout: float = 240,
+           inside: Host | None = None) -> subprocess.CompletedProcess:
+    """`webgym ARGS` with these settings, output captured; run inside a namespace host
+    (harness.hosts) when one is given."""
     env = {**os.environ, **settings_env(settings), "COLUMNS": "250",
            # Quick restarts, so a test does not wait for the default backoff.
            "WEBGYM_INFRA__RESTART_BACKOFF_S": "0.5"}
-    return subprocess.run([sys.executable, "-m", "webgym_cli", *args], env=env,
+    argv = [sys.executable, "-m", "webgym_cli", *args]
+    return subprocess.run(inside.command(argv) if inside else argv, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def cluster_rows(out: str) -> dict[str, dict[str, str]]:
+    """`webgym cluster status`'s table: each actor's row by its column names."""
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == len(CLUSTER_COLUMNS) and cells[1].startswith("webgym-"):
+            rows[cells[1]] = dict(zip(CLUSTER_COLUMNS, cells, strict=True))
+    return rows
 
 
 def pid_of(settings: Settings, name: str) -> int | None:

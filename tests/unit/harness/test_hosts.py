@@ -5,6 +5,7 @@ the hosts is reachable from them."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.hosts import Host, Hosts, unavailable
+from harness.hosts import Host, Hosts, run_inside, unavailable
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 
@@ -77,3 +78,34 @@ def test_nothing_outside_the_hosts_is_reachable_and_close_removes_them(hosts: Ho
     hosts.close()
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not names & {line.split()[0] for line in listed.splitlines() if line}
+
+
+def hello(address: str) -> str:
+    """What a connection from the calling thread to address:PORT gives."""
+    try:
+        with socket.create_connection((address, PORT), timeout=1.5) as c:
+            return c.recv(5).decode()
+    except OSError as err:
+        return type(err).__name__
+
+
+def test_a_thread_run_inside_a_host_reaches_the_others_and_kill_ends_what_runs_in_one(
+        hosts: Hosts) -> None:
+    a, b = hosts.add("a"), hosts.add("b")
+    server = subprocess.Popen(a.command([sys.executable, "-c", SERVE, a.address]))
+    try:
+        deadline = time.monotonic() + 10
+        while run_inside(b, lambda: hello(a.address)) != "hello":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        # The caller's thread stays outside: no route to the hosts from here.
+        assert hello(a.address) != "hello"
+        with pytest.raises(ZeroDivisionError):  # the function's error, raised to the caller
+            run_inside(b, lambda: 1 // 0)
+
+        assert server.pid in hosts.kill("a")
+        assert server.wait(10) == -9 and a.pids() == []
+        assert run_inside(b, lambda: hello(a.address)) == "ConnectionRefusedError"
+    finally:
+        server.kill()
+        server.wait()
