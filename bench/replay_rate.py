@@ -11,13 +11,14 @@ completion, and its score), then times, on the same topic ranges:
   webgym_common.stream.bus.partitions_of);
 - rescore: completions, then the parts topics, decoded, each trajectory rebuilt and scored by
   the rules, written to a new topic in transactions (processors.reprocess.rescore);
-- refilter: the scored topic decoded, the replay rules, each sample's prompt read from MinIO,
-  written to a new topic (processors.reprocess.refilter).
+- refilter: the scored topic decoded, the replay rules, each sample written to a new topic
+  with its prompt by reference (processors.reprocess.refilter; the trainer reads the prompts
+  of the samples it draws; a prompt not stored under its hash is read from MinIO).
 Prints episodes/s and steps/s of each and its ratio to the raw consume (goal >= 0.5).
 
-Every action refers to one and the same prompt blob by default (a refilter then reads it
-once: processors.reprocess.prompts); the policy stores a prompt per step, each with its
-page, so --distinct-prompts measures a history as the pipeline writes it (one GET a sample).
+Every action refers to one and the same prompt blob by default; the policy stores a prompt
+per step, each with its page, so --distinct-prompts measures a history as the pipeline
+writes it.
 """
 
 from __future__ import annotations
@@ -227,10 +228,10 @@ def main(episodes: int = 300, steps: int = 8, tree_bytes: int = 6000, repeat: in
                                  LogRange(), Filters())
             assert ref.episodes == episodes, ref
             note("refilter", ref.records, ref.seconds)
-            note("refilter without the samples' prompt reads", ref.records,
+            note("refilter without building and writing its samples", ref.records,
                  ref.seconds - ref.sample_seconds)
-        notes.append(f"refilter wrote {ref.written} samples a run ({ref.prompt_reads} prompt "
-                     "reads from MinIO)")
+        notes.append(f"refilter wrote {ref.written} samples a run ({ref.by_reference} with "
+                     f"their prompt by reference, {ref.prompt_reads} prompt reads from MinIO)")
 
     asyncio.run(run())
     prompts_are = "a prompt per step" if distinct_prompts else "one prompt for all steps"

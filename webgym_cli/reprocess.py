@@ -184,7 +184,8 @@ def refilter_command(
                                       rng, filters, select, on_progress=progress))
     console.print(f"{result.episodes} episodes, {result.eligible} eligible steps, "
                   f"{result.picked} picked; wrote {result.written} samples to {to_topic} "
-                  f"({result.resumed} there already)", highlight=False)
+                  f"({result.resumed} there already; {result.by_reference} with their prompt "
+                  f"by reference, read by the trainer)", highlight=False)
     for problem in result.problems[:20]:
         console.print(f"  [yellow]left out[/yellow] {problem}", highlight=False)
     console.print(rates("refiltered", result.episodes, result.steps, result.seconds),

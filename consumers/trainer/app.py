@@ -27,6 +27,14 @@ webgym.replay to its end. An empty run (nothing eligible) publishes its parent's
 under the next number (see decisions), so the synchronous loop never waits for a version
 that will not come.
 
+A drawn sample by reference (ReplaySample.prompt_uri, as `webgym reprocess refilter` writes
+them) has its prompt read before the run folder is written (webgym_common.replay_prompts:
+each distinct prompt once, a few at a time, under the store's timeout, checked against its
+key). One whose prompt is missing, altered or not chat messages is left out of the rows,
+logged with the reason and counted in the version's metrics (`left_out`); the run id stays
+the draw's, so a restart writes the same folder. A store that does not answer fails the run
+like any other read of it.
+
 LLaMA-Factory's venv and the base model are given by the CLI (`run_trainer(settings, venv,
 base_model)`): consumers never import infra.
 """
@@ -63,6 +71,7 @@ from webgym_common.config import Settings
 from webgym_common.events import ModelVersion, ReplaySample, TrainingProgress, TrainingState
 from webgym_common.lifecycle import mark_ready, run_until_signalled
 from webgym_common.objectstore import ObjectStore, ObjectStoreError, parse_uri
+from webgym_common.replay_prompts import by_reference, resolve
 from webgym_common.stream.admin import admin_client
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.kafka_clients import make_consumer
@@ -73,6 +82,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PROGRESS_EVERY_S = 2.0
+LEFT_OUT = "left_out"  # ModelVersion.metrics: drawn samples whose prompt could not be used
 WAIT_POLL_S = 1.0
 
 
@@ -154,7 +164,8 @@ class Trainer:
             raise RuntimeError("the trainer needs LLaMA-Factory's venv and a base model: run "
                                "it as `webgym worker trainer` (or pass venv= and base_model=)")
         run_dir = s.infra.data_dir / "training" / run.run_id
-        samples = [self.state.samples[i].sample for i in run.sample_ids]
+        drawn = [self.state.samples[i].sample for i in run.sample_ids]
+        samples, left_out = await with_prompts(self.store, drawn)
         adapter = None
         if parent is not None and parent.checkpoint_uri:
             adapter = await blocking(self.store, download, self.store, parent.checkpoint_uri,
@@ -163,7 +174,9 @@ class Trainer:
         files = write_run(run_dir, samples, t, self.base_model, adapter,
                           resolve_image=lambda ref: images.get(ref, ref))
         progress = Reporter(self, run, files.samples)
-        await progress.send("started", message=f"{run.trigger}; {files.run_dir}")
+        missing = f"; {left_out} of {len(drawn)} samples left out (their prompts: see the " \
+            "log)" if left_out else ""
+        await progress.send("started", message=f"{run.trigger}; {files.run_dir}{missing}")
         try:
             result = await train(files, self.venv, t, on_progress=progress.on_progress)
         except (TrainError, OSError) as err:
@@ -173,7 +186,8 @@ class Trainer:
                                       checkpoint_prefix(t.model_name, run.version))
         await progress.send("finished", message=f"{len(result.adapter_files)} files to {uri}",
                             step=result.steps)
-        metrics = {**result.metrics, "steps": float(result.steps), "wall_s": result.wall_s}
+        metrics = {**result.metrics, "steps": float(result.steps), "wall_s": result.wall_s,
+                   **({LEFT_OUT: float(left_out)} if left_out else {})}
         return trained_version(run, t, uri, self.base_model, files.samples, metrics, digests)
 
 
@@ -253,6 +267,21 @@ async def blocking(store: ObjectStore, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.wait_for(asyncio.to_thread(fn, *args), store.settings.timeout_s * 10)
     except TimeoutError:
         raise ObjectStoreError(f"object store at {store.settings.endpoint} timed out") from None
+
+
+async def with_prompts(store: ObjectStore, samples: list[ReplaySample]
+                       ) -> tuple[list[ReplaySample], int]:
+    """The drawn samples with their messages (a sample by reference has its prompt read:
+    each distinct one once, a few at a time, each under the store's timeout and checked
+    against its key), and how many were left out because their prompt is missing or is not
+    chat messages (each logged with the reason: never trained on, never a crash)."""
+    resolved = await resolve(store, samples, store.settings.timeout_s * 2)
+    for sample_id, why in sorted(resolved.left_out.items()):
+        log.warning("trainer: sample %s left out: %s", sample_id, why)
+    if resolved.reads:
+        log.info("trainer: read %d prompts for %d samples by reference", resolved.reads,
+                 sum(1 for s in samples if by_reference(s)))
+    return resolved.samples, len(resolved.left_out)
 
 
 def checkpoint_prefix(model_name: str, version: int) -> str:

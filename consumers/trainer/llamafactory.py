@@ -225,7 +225,12 @@ def _write(path: Path, text: str) -> None:
 def write_run(run_dir: Path, samples: Sequence[ReplaySample], cfg: TrainerSettings,
               base_model: str, parent_adapter: Path | None = None,
               resolve_image: Callable[[str], str] = str) -> RunFiles:
-    """Write (or rewrite identically) the run folder; EmptyRunError when nothing to train."""
+    """Write (or rewrite identically) the run folder; EmptyRunError when nothing to train.
+    Every sample must carry its messages (one by reference is resolved first:
+    webgym_common.replay_prompts.resolve), or a row would be a reply without its prompt."""
+    if unresolved := sorted(s.sample_id for s in samples if not s.messages):
+        raise ValueError(f"samples without their prompt (resolve them first): "
+                         f"{', '.join(unresolved[:5])}")
     data = rows(samples, cfg.mode, resolve_image)
     if not data:
         raise EmptyRunError(f"no {cfg.mode.value} training rows in {len(samples)} samples")

@@ -39,18 +39,13 @@ from aiokafka.errors import KafkaError
 from minio.error import S3Error
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
-from processors.replay_buffer.decisions import (
-    KeptStep,
-    PromptError,
-    chat_messages,
-    replay_sample,
-    training_steps,
-)
+from processors.replay_buffer.decisions import KeptStep, replay_sample, training_steps
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, ReplaySample, Task
 from webgym_common.leaks import LeakGuard
 from webgym_common.lifecycle import run_until_signalled
 from webgym_common.objectstore import BlobMismatch, ObjectStore, ObjectStoreError, parse_uri
+from webgym_common.replay_prompts import MISSING, BlobReader, PromptError, chat_messages
 from webgym_common.stream.bus import (
     EventConsumer,
     EventProducer,
@@ -66,7 +61,6 @@ T = TypeVar("T")
 
 RETRY_MAX_S = 10.0
 REMEMBERED = 100_000  # episodes replayed in this run: redeliveries of them are skipped
-MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject"}
 CATALOG_REREAD_S = 5.0  # an unknown task reads the catalog again, at most this often
 
 
@@ -95,10 +89,6 @@ async def persistently(what: str, call: Callable[[], Awaitable[T]]) -> T:
     raise AssertionError("unreachable: tenacity reraises")
 
 
-class BlobStore(Protocol):
-    async def get_blob(self, uri: str) -> bytes: ...
-
-
 class Catalog(Protocol):
     async def guard_for(self, task_id: str) -> LeakGuard: ...
 
@@ -124,7 +114,7 @@ class TopicCatalog:
 
 
 class Replayer:
-    def __init__(self, cfg: ReplaySettings, store: BlobStore, producer: EventProducer,
+    def __init__(self, cfg: ReplaySettings, store: BlobReader, producer: EventProducer,
                  group: str, catalog: Catalog) -> None:
         self.cfg, self.store, self.producer, self.group = cfg, store, producer, group
         self.catalog = catalog

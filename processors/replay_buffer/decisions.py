@@ -11,14 +11,14 @@ the judge could not score or that crashed, a step without a stored prompt (nothi
 on), without a reply, or whose action was invalid.
 
 A sample's messages are the stored prompt with every image as a reference (its s3:// URI,
-or the step's screenshot for an inline data: or presigned URL): never image bytes.
+or the step's screenshot for an inline data: or presigned URL): never image bytes
+(webgym_common.replay_prompts.chat_messages). A sample by reference carries the prompt's
+content-addressed URI and the step's screenshot instead, and its reader resolves them.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from webgym_common.config import ReplaySettings
 from webgym_common.events import ChatMessage, EpisodeScored, ReplaySample, TrajectoryStep
@@ -33,10 +33,6 @@ class KeptStep:
     screenshot_uri: str | None
     policy_version: str
     success: bool
-
-
-class PromptError(ValueError):
-    """A stored prompt that is not a list of OpenAI chat messages we can refer to."""
 
 
 def sample_id(episode_id: str, step: int) -> str:
@@ -79,55 +75,16 @@ def training_steps(scored: EpisodeScored, cfg: ReplaySettings) -> list[KeptStep]
     return kept
 
 
-def chat_messages(prompt: bytes, screenshot_uri: str | None) -> list[ChatMessage]:
-    """The stored prompt (prompt_blob's JSON) as ChatMessages: text parts joined, images as
-    references."""
-    try:
-        raw = json.loads(prompt)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PromptError(f"not JSON: {err}") from None
-    if not isinstance(raw, list) or not raw:
-        raise PromptError("not a list of chat messages")
-    return [_message(m, screenshot_uri) for m in raw]
-
-
-def _message(m: Any, screenshot_uri: str | None) -> ChatMessage:
-    if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-        raise PromptError(f"not a chat message: {str(m)[:80]}")
-    content = m.get("content")
-    if isinstance(content, str):
-        return ChatMessage(role=m["role"], content=content)
-    if not isinstance(content, list):
-        raise PromptError(f"a {m['role']} message without content")
-    texts, images = [], []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif kind == "image_url":
-            images.append(_image_ref(part.get("image_url"), screenshot_uri))
-        else:
-            raise PromptError(f"a content part we cannot keep: {str(part)[:80]}")
-    return ChatMessage(role=m["role"], content="\n".join(texts), images=images)
-
-
-def _image_ref(image: Any, screenshot_uri: str | None) -> str:
-    url = image.get("url") if isinstance(image, dict) else image
-    if not isinstance(url, str):
-        raise PromptError("an image part without a URL")
-    if url.startswith("s3://"):
-        return url
-    # The policy attaches the observation's screenshot, inline or presigned: refer to it.
-    if screenshot_uri is None:
-        raise PromptError("an inline image and no screenshot reference for the step")
-    return screenshot_uri
-
-
-def replay_sample(scored: EpisodeScored, kept: KeptStep,
-                  messages: list[ChatMessage]) -> ReplaySample:
+def replay_sample(scored: EpisodeScored, kept: KeptStep, messages: list[ChatMessage],
+                  by_reference: bool = False) -> ReplaySample:
+    """The step's sample with its prompt inline (`messages`), or `by_reference`: no messages,
+    the prompt's URI and the step's screenshot (its reader resolves them:
+    webgym_common.replay_prompts)."""
     return ReplaySample(
         sample_id=sample_id(scored.episode_id, kept.step), episode_id=scored.episode_id,
         task_id=scored.task_id, step=kept.step, messages=messages, response=kept.response,
         reward=scored.reward, iteration=scored.iteration, policy_version=kept.policy_version,
         success=kept.success, split=scored.split,
+        prompt_uri=kept.prompt_uri if by_reference else None,
+        screenshot_uri=kept.screenshot_uri if by_reference else None,
     )

@@ -11,10 +11,12 @@ rescore` wrote), the first score of each episode, in log order. Decide: the repl
 processor's own rules (processors.replay_buffer.decisions.training_steps) with the filters given
 (success only, same screenshot, failures kept); then `select` (the CLI passes the trainer's
 recency-biased draw, consumers/trainer/draw.py) picks among the eligible steps, oldest
-first. Publish: each picked step's ReplaySample (its prompt read from the object store, as
-the replay processor does; a prompt that steps share is read once:
-processors.reprocess.prompts), keyed by sample id. A step whose prompt is missing or
-unusable is reported and left out. Point the trainer at the target with
+first. Publish: each picked step's ReplaySample, keyed by sample id, its prompt by
+reference (the content-addressed URI the trajectory names: no GET per sample; a prompt under
+any other key is read and carried inline: processors.reprocess.prompts). A step whose prompt
+URI is unusable (or, read inline, missing) is reported and left out; the trainer leaves out
+and reports a sample whose referred prompt is missing or unusable
+(webgym_common.replay_prompts). Point the trainer at the target with
 WEBGYM_TRAINER__REPLAY_TOPIC.
 """
 
@@ -25,18 +27,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from processors.replay_buffer.app import BlobStore
 from processors.replay_buffer.decisions import KeptStep, sample_id, training_steps
 from processors.reprocess.derived import DerivedWriter, on_target
-from processors.reprocess.prompts import SharedPrompts, sample
+from processors.reprocess.prompts import PromptReads, by_reference, inline
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, Event, ReplaySample
 from webgym_common.logrange.bounds import LogRange, Spans, range_reader, read_range, records_in
 from webgym_common.objectstore import ObjectStore
+from webgym_common.replay_prompts import BlobReader
 from webgym_common.stream.bus import EventProducer
 from webgym_common.topics import Topic
 
-BATCH = 256  # samples built at once and written in one transaction (a few round trips)
+BATCH = 2048  # samples built at once and written in one transaction (a few round trips)
 Candidate = tuple[EpisodeScored, KeptStep]
 Progress = Callable[[str, int, int], None]
 
@@ -82,15 +84,16 @@ class RefilterResult:
     records: int = 0
     steps: int = 0  # trajectory steps of the episodes read
     problems: list[str] = field(default_factory=list)
-    prompt_reads: int = 0  # GETs sent to the object store (a prompt steps share: one)
+    by_reference: int = 0  # samples written with their prompt by reference
+    prompt_reads: int = 0  # GETs sent to the object store (prompts carried inline)
     seconds: float = 0.0
-    sample_seconds: float = 0.0  # of which: reading prompts from the object store, writing
+    sample_seconds: float = 0.0  # of which: building and writing the samples
 
 
 async def refilter(settings: Settings, source: Topic | str, target: str, rng: LogRange,
                    filters: Filters,
                    select: Callable[[list[Candidate]], list[Candidate]] = lambda c: c,
-                   store: BlobStore | None = None, on_progress: Progress | None = None,
+                   store: BlobReader | None = None, on_progress: Progress | None = None,
                    ) -> RefilterResult:
     """Write the range's eligible (and selected) samples to `target` (see the module doc)."""
     started = time.perf_counter()
@@ -116,13 +119,9 @@ async def refilter(settings: Settings, source: Topic | str, target: str, rng: Lo
             todo = [(s, k) for s, k in picked if sample_id(s.episode_id, k.step) not in done]
             result.resumed = len(picked) - len(todo)
             # publish
-            prompts = SharedPrompts(store or ObjectStore(settings.s3),
-                                    (k.prompt_uri for _, k in todo))
+            prompts = PromptReads(store or ObjectStore(settings.s3))
             publishing = time.perf_counter()
-            try:
-                await publish(prompts, writer, todo, result, on_progress)
-            finally:
-                prompts.close()
+            await publish(prompts, writer, todo, result, on_progress)
             result.sample_seconds = time.perf_counter() - publishing
             result.prompt_reads = prompts.gets
         finally:
@@ -131,11 +130,11 @@ async def refilter(settings: Settings, source: Topic | str, target: str, rng: Lo
     return result
 
 
-async def publish(prompts: SharedPrompts, writer: DerivedWriter, todo: list[Candidate],
+async def publish(prompts: PromptReads, writer: DerivedWriter, todo: list[Candidate],
                   result: RefilterResult, on_progress: Progress | None) -> None:
-    """Each step's sample (its prompt read as the replay processor reads it), BATCH at a time
-    in one transaction each; a step whose prompt cannot be used is reported, not written.
-    The next batch's prompts are read while a batch is written (two batches in memory)."""
+    """Each step's sample, BATCH at a time in one transaction each; a step whose prompt
+    cannot be used is reported, not written. The next batch's prompts to carry inline are
+    read while a batch is written (two batches in memory)."""
     chunks = [todo[first:first + BATCH] for first in range(0, len(todo), BATCH)]
     if not chunks:
         return
@@ -146,6 +145,7 @@ async def publish(prompts: SharedPrompts, writer: DerivedWriter, todo: list[Cand
             if n + 1 < len(chunks):
                 building = build(prompts, chunks[n + 1])
             samples = [m for m in made if isinstance(m, ReplaySample)]
+            result.by_reference += sum(1 for m in samples if m.prompt_uri is not None)
             result.problems += [f"{s.episode_id} {m}"
                                 for (s, _), m in zip(chunk, made, strict=True)
                                 if isinstance(m, str)]
@@ -157,10 +157,19 @@ async def publish(prompts: SharedPrompts, writer: DerivedWriter, todo: list[Cand
         building.cancel()  # a failed write: the batch being built is not wanted
 
 
-def build(prompts: SharedPrompts, chunk: list[Candidate]
+def build(prompts: PromptReads, chunk: list[Candidate]
           ) -> asyncio.Future[list[ReplaySample | str]]:
-    """The chunk's samples, built in the background (their reads bounded by `prompts`)."""
-    return asyncio.gather(*(sample(prompts, s, k) for s, k in chunk))
+    """The chunk's samples, built in the background (reads, if any, bounded by `prompts`)."""
+    return asyncio.ensure_future(_build(prompts, chunk))
+
+
+async def _build(prompts: PromptReads, chunk: list[Candidate]) -> list[ReplaySample | str]:
+    made = [by_reference(s, k) for s, k in chunk]
+    if reads := [i for i, m in enumerate(made) if m is None]:
+        read = await asyncio.gather(*(inline(prompts, *chunk[i]) for i in reads))
+        for i, m in zip(reads, read, strict=True):
+            made[i] = m
+    return [m for m in made if m is not None]
 
 
 async def _read(settings: Settings, producer: EventProducer, source: Topic | str,

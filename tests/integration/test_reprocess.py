@@ -36,6 +36,7 @@ from webgym_common.events import (
 )
 from webgym_common.logrange.bounds import Bound, LogRange
 from webgym_common.objectstore import ObjectStore
+from webgym_common.replay_prompts import resolve
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_to_end
 from webgym_common.topics import Topic
@@ -168,7 +169,12 @@ async def test_refilter_and_export_rebuild_a_replay_set_and_iteration_files(
     samples = [e for e in await count_topic(settings, producer, target)
                if isinstance(e, ReplaySample)]
     assert sorted({s.episode_id for s in samples}) == sorted(wins)
-    assert all(s.messages[0].content == "do it" for s in samples)
+    # by reference: no GET per sample; the trainer's resolve reads the one prompt once
+    assert (result.by_reference, result.prompt_reads) == (3 * len(wins), 0)
+    assert all(not s.messages and s.prompt_uri == prompt.uri for s in samples)
+    resolved = await resolve(store, samples, timeout_s=10.0)
+    assert resolved.reads == 1 and resolved.left_out == {}
+    assert [s.messages[0].content for s in resolved.samples] == ["do it"] * len(samples)
     again = await refilter(settings, Topic.EPISODES_SCORED, target, LogRange(), Filters())
     assert again.written == 0 and again.resumed == 3 * len(wins)
 

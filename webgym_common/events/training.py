@@ -98,6 +98,13 @@ class ReplaySample(Event):
     # The episode succeeded (reward 1); false for a failure kept with its label for KTO/DPO.
     success: bool = True
     split: str = "train"
+    # By reference: the step's stored prompt (chat messages as JSON, content-addressed s3:// key, so
+    # its bytes never change), set when `messages` is empty; readers resolve it
+    # (webgym_common.replay_prompts). Null: the messages are inline.
+    prompt_uri: str | None = None
+    # By reference: the step's screenshot, the reference an inline image of the stored prompt
+    # becomes when it is resolved.
+    screenshot_uri: str | None = None
 
 
 class TrainingProgress(Event):

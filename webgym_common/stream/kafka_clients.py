@@ -39,11 +39,14 @@ def security_options(kafka: KafkaSettings) -> dict[str, Any]:
 
 
 def make_producer(settings: Settings, client_id: str = "webgym",
-                  transactional_id: str | None = None) -> AIOKafkaProducer:
+                  transactional_id: str | None = None,
+                  max_batch_size: int | None = None) -> AIOKafkaProducer:
     """`transactional_id`: a transactional producer; starting one fences (and aborts the open
-    transaction of) an earlier producer with the same id."""
+    transaction of) an earlier producer with the same id. `max_batch_size`: the bytes of one
+    record batch (aiokafka's default, 16 KiB, unless given)."""
     k = settings.kafka
     return AIOKafkaProducer(
+        **({"max_batch_size": max_batch_size} if max_batch_size else {}),
         transactional_id=transactional_id,
         bootstrap_servers=k.bootstrap_servers,
         client_id=client_id,

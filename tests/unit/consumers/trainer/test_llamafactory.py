@@ -127,6 +127,15 @@ def test_a_draw_without_any_dpo_pair_is_an_empty_run(tmp_path: Path) -> None:
         write_run(tmp_path, [], cfg(), BASE)
 
 
+def test_a_sample_still_by_reference_is_refused_never_a_reply_without_its_prompt(
+        tmp_path: Path) -> None:
+    unresolved = sample("b:0").model_copy(update={
+        "messages": [], "prompt_uri": "s3://webgym/sha256/aa/aaaa.json"})
+    with pytest.raises(ValueError, match="b:0"):
+        write_run(tmp_path / "run", [sample("a:0"), unresolved], cfg(), BASE)
+    assert not (tmp_path / "run").exists()
+
+
 def test_images_stay_references_with_one_placeholder_each(tmp_path: Path) -> None:
     shot = "s3://webgym/screens/e1/0.png"
     s = [sample("e1:0", images=[shot]), sample("e2:0")]

@@ -1,15 +1,9 @@
-"""Which steps of a scored episode become training samples, and the samples' messages."""
+"""Which steps of a scored episode become training samples, and the samples made of them."""
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
 from processors.replay_buffer.decisions import (
     KeptStep,
-    PromptError,
-    chat_messages,
     replay_sample,
     sample_id,
     training_steps,
@@ -95,46 +89,6 @@ def test_sample_ids_are_episode_and_step() -> None:
     assert sample_id("ep-9", 4) == "ep-9:4"
 
 
-def prompt(*messages: dict[str, object]) -> bytes:
-    return json.dumps(list(messages)).encode()
-
-
-def test_a_text_prompt_becomes_chat_messages_as_it_was() -> None:
-    blob = prompt({"role": "system", "content": "You are an agent."},
-                  {"role": "user", "content": "Task: buy milk"})
-    assert chat_messages(blob, SHOT) == [ChatMessage(role="system", content="You are an agent."),
-                                         ChatMessage(role="user", content="Task: buy milk")]
-
-
-def test_images_become_references_never_bytes() -> None:
-    blob = prompt({"role": "system", "content": "sys"}, {"role": "user", "content": [
-        {"type": "text", "text": "Task: x"},
-        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/AAAA"}},
-        {"type": "text", "text": "What next?"},
-        {"type": "image_url", "image_url": {"url": "s3://webgym/sha256/bb/other.png"}},
-        {"type": "image_url", "image_url": {"url": "http://minio:9000/webgym/k?X-Amz-Sig=1"}}]})
-    user = chat_messages(blob, SHOT)[1]
-    assert user == ChatMessage(role="user", content="Task: x\nWhat next?",
-                               images=[SHOT, "s3://webgym/sha256/bb/other.png", SHOT])
-
-
-@pytest.mark.parametrize("blob", [
-    b"\xff\xfe", b"{oops", b"{}", b"[]", prompt({"content": "no role"}),
-    prompt({"role": "user"}), prompt({"role": "user", "content": [{"type": "input_audio"}]}),
-    prompt({"role": "user", "content": [{"type": "image_url", "image_url": {}}]}),
-])
-def test_a_prompt_that_is_not_chat_messages_is_refused(blob: bytes) -> None:
-    with pytest.raises(PromptError):
-        chat_messages(blob, SHOT)
-
-
-def test_an_inline_image_without_a_screenshot_to_refer_to_is_refused() -> None:
-    blob = prompt({"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]})
-    with pytest.raises(PromptError, match="no screenshot"):
-        chat_messages(blob, None)
-
-
 def test_a_sample_carries_the_episode_and_the_step() -> None:
     e = episode([step(0, "a")], reward=1.0, iteration=7, task_id="t-3")
     kept = KeptStep(0, "s3://webgym/p.json", "Thought: t\nAction: ANSWER [4]", SHOT, "v2", True)
@@ -144,3 +98,12 @@ def test_a_sample_carries_the_episode_and_the_step() -> None:
             s.iteration, s.policy_version, s.success, s.split) == (
         "ep:0", "ep", "t-3", 0, msgs, "Thought: t\nAction: ANSWER [4]", 1.0, 7, "v2", True,
         "train")
+    assert (s.prompt_uri, s.screenshot_uri) == (None, None)  # inline
+
+
+def test_a_sample_by_reference_names_its_prompt_and_screenshot_instead_of_messages() -> None:
+    e = episode([step(0, "a")], reward=1.0, iteration=7, task_id="t-3")
+    kept = KeptStep(0, "s3://webgym/sha256/pp/p.json", "Action: ANSWER [4]", SHOT, "v2", True)
+    s = replay_sample(e, kept, [], by_reference=True)
+    assert (s.sample_id, s.messages, s.prompt_uri, s.screenshot_uri, s.response) == (
+        "ep:0", [], "s3://webgym/sha256/pp/p.json", SHOT, "Action: ANSWER [4]")

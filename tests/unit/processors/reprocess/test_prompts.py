@@ -1,7 +1,8 @@
-"""Refilter's samples (processors.reprocess.prompts): a content-addressed prompt that steps
-share is read once and given to each; the others are read as before; reads in flight are
-bounded; a passing failure is retried, a missing blob is not; each sample, or the reason
-for none, is the replay processor's."""
+"""Refilter's samples (processors.reprocess.prompts): a content-addressed prompt goes by
+reference without a read, and resolves to the replay processor's own messages (a prompt
+the replay processor would dead-letter is left out by the reader instead); a prompt under
+any other key is read and carried inline as before, reads bounded, a passing failure
+retried, a missing blob not."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from minio.error import S3Error
 from processors.replay_buffer import app
 from processors.replay_buffer.app import Replayer
 from processors.replay_buffer.decisions import KeptStep
-from processors.reprocess.prompts import SharedPrompts, content_addressed, sample
+from processors.reprocess.prompts import PromptReads, by_reference, inline, sample
 from tests.unit.scored import scored
 from webgym_common.config import load_settings
+from webgym_common.events import ReplaySample
 from webgym_common.objectstore import ObjectStoreError
+from webgym_common.replay_prompts import resolve
 
 A = "s3://webgym/sha256/aa/aaaa.json"
 B = "s3://webgym/sha256/bb/bbbb.json"
@@ -42,7 +45,7 @@ class FakeStore:
                 self.fail_first -= 1
                 raise ObjectStoreError("slow")
             if self.blobs is None:
-                return f"prompt of {uri}".encode()
+                return json.dumps([{"role": "user", "content": uri}]).encode()
             if uri not in self.blobs:
                 raise S3Error(None, "NoSuchKey", "no such key", uri, "r", "h")  # type: ignore[arg-type]
             return self.blobs[uri]
@@ -55,87 +58,78 @@ def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(app, "RETRY_MAX_S", 0.0)
 
 
-def test_only_blobs_stored_by_their_hash_are_shared() -> None:
-    assert content_addressed(A)
-    assert not content_addressed(NAMED) and not content_addressed("not a uri")
-
-
-async def test_a_shared_prompt_is_read_once_and_each_step_gets_its_bytes() -> None:
-    asked = [A, A, B, A, NAMED, NAMED]
-    store = FakeStore()
-    prompts = SharedPrompts(store, asked)
-    got = await asyncio.gather(*(prompts.get(u) for u in asked))
-    assert got == [f"prompt of {u}".encode() for u in asked]
-    assert store.gets == Counter({A: 1, B: 1, NAMED: 2}) and prompts.gets == 4
-    assert prompts.reads == {}  # nothing kept once its last step has it
-
-
-async def test_a_prompt_asked_for_after_its_last_step_is_read_again() -> None:
-    store = FakeStore()
-    prompts = SharedPrompts(store, [A, A])
-    for _ in range(3):
-        assert await prompts.get(A) == f"prompt of {A}".encode()
-    assert store.gets[A] == 2
-
-
-async def test_reads_in_flight_are_bounded() -> None:
-    asked = [f"s3://webgym/sha256/{n:02d}/{n}.json" for n in range(20)]
-    store = FakeStore()
-    prompts = SharedPrompts(store, asked, concurrency=3)
-    await asyncio.gather(*(prompts.get(u) for u in asked))
-    assert store.most_in_flight == 3
-
-
-async def test_a_passing_failure_is_retried_once_for_every_step_waiting() -> None:
-    store = FakeStore(fail_first=2)
-    prompts = SharedPrompts(store, [A, A, A])
-    got = await asyncio.gather(*(prompts.get(A) for _ in range(3)))
-    assert got == [f"prompt of {A}".encode()] * 3
-    assert store.gets[A] == 3 and prompts.gets == 1  # two failures, one read
-
-
-async def test_a_missing_prompt_fails_its_askers_and_is_asked_for_again_later() -> None:
-    store = FakeStore(blobs={})
-    prompts = SharedPrompts(store, [A, A, A])
-    first = await asyncio.gather(prompts.get(A), prompts.get(A), return_exceptions=True)
-    assert all(isinstance(r, S3Error) for r in first) and store.gets[A] == 1
-    with pytest.raises(S3Error):
-        await prompts.get(A)
-    assert store.gets[A] == 2
-
-
-async def test_an_asker_cancelled_does_not_fail_the_others() -> None:
-    store = FakeStore()
-    prompts = SharedPrompts(store, [A, A])
-    cancelled = asyncio.ensure_future(prompts.get(A))
-    other = asyncio.ensure_future(prompts.get(A))
-    await asyncio.sleep(0)
-    cancelled.cancel()
-    assert await other == f"prompt of {A}".encode()
-    with pytest.raises(asyncio.CancelledError):
-        await cancelled
-    prompts.close()
-
-
 def kept(step: int, uri: str) -> KeptStep:
     return KeptStep(step, uri, f"Action: Click [{step}]", f"s3://webgym/shot{step}.png", "v1",
                     True)
 
 
-async def test_each_sample_or_reason_is_the_replay_processors() -> None:
+async def test_a_content_addressed_prompt_goes_by_reference_without_a_read() -> None:
+    store = FakeStore()
+    made = await sample(PromptReads(store), scored("e1", reward=1.0), kept(2, A))
+    assert isinstance(made, ReplaySample)
+    assert (made.messages, made.prompt_uri, made.screenshot_uri) == (
+        [], A, "s3://webgym/shot2.png")
+    assert store.gets == Counter()
+
+
+async def test_a_prompt_under_another_key_is_read_and_carried_inline() -> None:
+    store = FakeStore()
+    assert by_reference(scored("e1", reward=1.0), kept(0, NAMED)) is None  # to be read
+    made = await sample(PromptReads(store), scored("e1", reward=1.0), kept(0, NAMED))
+    assert isinstance(made, ReplaySample) and made.prompt_uri is None
+    assert [m.content for m in made.messages] == [NAMED]
+    assert store.gets == Counter({NAMED: 1})
+
+
+async def test_a_uri_that_is_no_s3_reference_is_refused_at_once() -> None:
+    store = FakeStore()
+    made = await sample(PromptReads(store), scored("e1", reward=1.0), kept(4, "http://x/y"))
+    assert isinstance(made, str) and "step 4: prompt http://x/y is unusable" in made
+    assert store.gets == Counter()
+
+
+async def test_inline_reads_in_flight_are_bounded() -> None:
+    store = FakeStore()
+    prompts = PromptReads(store, concurrency=3)
+    uris = [f"s3://webgym/prompts/{i}.json" for i in range(12)]
+    await asyncio.gather(*(inline(prompts, scored("e", reward=1.0), kept(i, u))
+                           for i, u in enumerate(uris)))
+    assert store.most_in_flight == 3 and prompts.gets == 12
+
+
+async def test_a_passing_failure_is_retried_a_missing_blob_is_not() -> None:
+    store = FakeStore(fail_first=2)
+    made = await inline(PromptReads(store), scored("e", reward=1.0), kept(0, NAMED))
+    assert isinstance(made, ReplaySample) and store.gets[NAMED] == 3
+    gone = FakeStore(blobs={})
+    made = await inline(PromptReads(gone), scored("e", reward=1.0), kept(0, NAMED))
+    assert made == f"step 0: prompt {NAMED} is missing (NoSuchKey)" and gone.gets[NAMED] == 1
+
+
+async def test_by_reference_resolves_to_the_replay_processors_messages_or_is_left_out() -> None:
+    """What the replay processor publishes inline (or dead-letters), a refilter's sample by
+    reference gives its reader (or is left out by it, with the reason)."""
     good = json.dumps([{"role": "user", "content": [
         {"type": "text", "text": "go"}, {"type": "image_url", "image_url": {"url": "data:x"}}]}])
-    blobs = {A: good.encode(), B: b"not json"}
     missing = "s3://webgym/sha256/cc/cccc.json"
-    steps = [kept(0, A), kept(1, A), kept(2, B), kept(3, missing), kept(4, "http://x/y")]
+    blobs = {A: good.encode(), B: b"not json", NAMED: good.encode()}
+    steps = [kept(0, A), kept(1, A), kept(2, B), kept(3, missing), kept(5, NAMED)]
     episode = scored("e1", reward=1.0)
     replayer = Replayer(load_settings().replay, FakeStore(blobs=blobs), None, "g",  # type: ignore[arg-type]
                         None)  # type: ignore[arg-type]
-    want = [await replayer.sample(episode, k) for k in steps]
-    prompts = SharedPrompts(FakeStore(blobs=blobs), [k.prompt_uri for k in steps])
-    got = await asyncio.gather(*(sample(prompts, episode, k) for k in steps))
-    strip = {"event_id", "produced_at"}
-    assert [g if isinstance(g, str) else g.model_dump(exclude=strip) for g in got] == [
-        w if isinstance(w, str) else w.model_dump(exclude=strip) for w in want]
-    assert [type(g).__name__ for g in got] == ["ReplaySample", "ReplaySample", "str", "str",
-                                               "str"]
+    inline_made = [await replayer.sample(episode, k) for k in steps]
+    store = FakeStore(blobs=blobs)
+    made = [await sample(PromptReads(store), episode, k) for k in steps]
+    assert [m.prompt_uri for m in made if isinstance(m, ReplaySample)] == [
+        A, A, B, missing, None]  # only the named prompt was read (and carried inline)
+    assert store.gets == Counter({NAMED: 1})
+    reader = FakeStore(blobs=blobs)
+    resolved = await resolve(reader, [m for m in made if isinstance(m, ReplaySample)], 5.0)
+    assert reader.gets == Counter({A: 1, B: 1, missing: 1})  # each distinct prompt once
+    strip = {"event_id", "produced_at", "prompt_uri", "screenshot_uri"}
+    assert [s.model_dump(exclude=strip) for s in resolved.samples] == [
+        w.model_dump(exclude=strip) for w in inline_made if isinstance(w, ReplaySample)]
+    dead = [w for w in inline_made if isinstance(w, str)]
+    assert len(dead) == 2 and sorted(resolved.left_out) == ["e1:2", "e1:3"]
+    assert "not JSON" in resolved.left_out["e1:2"] and "not JSON" in dead[0]
+    assert "missing (NoSuchKey)" in resolved.left_out["e1:3"] and "NoSuchKey" in dead[1]
