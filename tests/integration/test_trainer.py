@@ -135,7 +135,18 @@ async def test_one_version_per_run_through_sigkills(
         trainer_settings: Settings, producer: EventProducer, start_trainer: Any) -> None:
     s = trainer_settings
     models = lambda: topic_events(s, producer, Topic.MODELS)  # noqa: E731
-    first = samples(0, "base", 6)
+    first = samples(0, "base", 7)
+    # Two samples by reference (as a refilter writes them): one whose prompt is in MinIO, one
+    # whose prompt is not there, left out of the rows and counted, never a crash.
+    store = ObjectStore(s.s3)
+    await store.ensure_bucket()
+    stored = await store.put_blob(json.dumps([
+        {"role": "system", "content": "You operate a web browser."},
+        {"role": "user", "content": "Task: buy item 5, read by reference."}]).encode(),
+        "application/json")
+    first[5] = first[5].model_copy(update={"messages": [], "prompt_uri": stored.uri})
+    first[6] = first[6].model_copy(update={
+        "messages": [], "prompt_uri": f"s3://{s.s3.bucket}/sha256/00/{'0' * 64}.json"})
     await publish_train_tasks(producer, [x.task_id for x in first])  # the later ones' too
     await publish(producer, first, 0)
 
@@ -151,7 +162,9 @@ async def test_one_version_per_run_through_sigkills(
                                                            trainer_env.base_model(s))
     assert v1.checkpoint_uri == f"s3://{s.s3.bucket}/models/{s.trainer.model_name}/v1"
     assert v1.metrics["samples"] == 6 and v1.metrics["steps"] == 3
-    store = ObjectStore(s.s3)
+    assert v1.metrics["left_out"] == 1  # it0-e6:0, its prompt missing
+    data = (s.infra.data_dir / "training" / v1.run_id / "data.json").read_text()
+    assert "Task: buy item 5, read by reference." in data and "buy item 6" not in data
     bucket, prefix = parse_uri(v1.checkpoint_uri)
     names = {o.object_name.rsplit("/", 1)[-1]
              for o in store.client.list_objects(bucket, prefix=prefix + "/", recursive=True)}
