@@ -61,7 +61,8 @@ OTHER_VARIABLES = {
     "WEBGYM_MONITOR_SCREENSHOTS": "where tests/integration/test_monitor.py saves pages",
 }
 # ... and the compose files' own variables (`${WEBGYM_MODEL:-...}`), read from the files.
-COMPOSE_FILES = ("docker-compose.yml", "docker-compose.local.yml")
+COMPOSE_FILES = ("docker-compose.yml", "docker-compose.local.yml", "docker-compose.replicas.yml",
+                 "docker-compose.replicas.local.yml")
 
 # Fenced code blocks, inline code spans, links (images too).
 _FENCE = re.compile(r"^[ \t]*```([^\n]*)\n(.*?)^[ \t]*```", re.S | re.M)  # indented too
