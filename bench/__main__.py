@@ -6,7 +6,8 @@ Each bench runs in a process of its own (they start and stop pipelines of their 
 embedded stack, which is started if it is not up) with `--markdown` pointing at a scratch
 file; when all have run, the page is the introduction below plus every table, each with
 its command, date and machine line. A bench that fails is reported on the page and the
-set goes on. Takes about 20 minutes on 2 cores.
+set goes on. The page says when the run began and ended and how long each bench took.
+Takes about 23 minutes on 2 cores (the estimate is beside BENCHES).
 """
 
 from __future__ import annotations
@@ -23,30 +24,49 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.machine import describe_machine
+from harness.report import run_line
 
 console = Console()
 
-# name -> the bench's module and arguments (its --markdown is added)
+# name -> the bench's module and arguments (its --markdown is added). Every rollout and
+# serving figure is the median of 3 runs with [min, max] (--repeat 3); the sizes keep the
+# set near 23 minutes on 2 cores (estimated per bench from its single-run time, docs/
+# benchmarks.md's own tables and timestamps, times three for what is repeated):
+#   bus ~3.2 min: per level, processes and a 4-step warm-up once (~11 s), 3 runs of 16 steps
+#     x 0.8 s (~15 s each with the scoring); 3 levels, and the broker's warm-up level;
+#   scale ~3.0: per level ~10 s of processes, 3 runs until all scored (4, 13, 25 s), the
+#     topics read back once (~1-4 s);
+#   rollout ~6.5: 3 rounds of an iteration of 96 tasks at 16 contexts (64 s + ~20 s up and
+#     down), the naive loop and the ceiling (20 s each);
+#   settle ~2, replay ~1.5 (as before; replay was already 3 runs);
+#   decisions ~4.3: two vLLM starts (~35 s each), 3 rounds x 3 levels x (6 s + the last
+#     replies, up to a p99: ~10 s at 16 in flight without caching);
+#   lora ~3: two vLLM starts, 3 runs of one round of 4 decisions per model (3.1 + 18.9 s
+#     with vLLM's operators, 3.6 + 4.8 s with the plugin).
 BENCHES: dict[str, list[str]] = {
     "bus": ["bench.bus_scale", "--episodes", "1,8,16", "--policy-latency-ms", "500",
-            "--browser-step-ms", "300", "--steps", "40"],
-    "scale": ["bench.bus_scale", "--episodes", "64,256,512"],
-    "rollout": ["bench.rollout_iteration", "--contexts", "8,16", "--latency", "0.5",
-                "--tasks", "96"],
+            "--browser-step-ms", "300", "--steps", "16", "--repeat", "3"],
+    "scale": ["bench.bus_scale", "--episodes", "64,256,512", "--repeat", "3"],
+    "rollout": ["bench.rollout_iteration", "--contexts", "16", "--latency", "0.5",
+                "--tasks", "96", "--window-s", "20", "--repeat", "3"],
     "settle": ["bench.settle_outcomes", "--tasks", "32"],
     "replay": ["bench.replay_rate", "--episodes", "1000", "--marks", "60",
                "--distinct-prompts", "--repeat", "3"],
-    "decisions": ["bench.decision_latency", "--seconds", "15"],
-    "lora": ["bench.lora_serving"],
+    "decisions": ["bench.decision_latency", "--seconds", "6", "--repeat", "3"],
+    "lora": ["bench.lora_serving", "--rounds", "1", "--repeat", "3"],
 }
 
 INTRO = """# Benchmarks
 
 Written by `make bench` (`python -m bench`), which runs the set below one bench after
-another on the embedded stack, about 20 minutes on 2 cores. Every table says the command
-that made it, when and on what machine; every ratio is against a baseline measured in the
-same run. Run one bench alone with its command; each module's docstring says what it
-measures and how.
+another on the embedded stack, about 23 minutes on 2 cores; every table on this page comes
+from the one run named at its end. Every table says the command that made it, when and on
+what machine; every ratio is against a baseline measured in the same run. Every figure of
+the bus, scale, rollout, decisions and LoRA serving tables is the median of 3 runs with
+[min, max] after it (`--repeat 3`: two single runs of the same code put the rollout at
+0.63 and 0.76 of its limit), its baseline repeated too: a ratio is the median over the
+baseline's median, its range the runs' min and max over that median. Run one bench alone
+with its command; each module's docstring says what it measures and how.
 
 - **Bus** (`bench.bus_scale`, 1/8/16 episodes in flight): synthetic browsers (no
   Chromium), the real policy processor with a fixed-latency teacher policy and the real
@@ -56,10 +76,11 @@ measures and how.
 - **Scale** (`bench.bus_scale`, 64/256/512 episodes at once): the same at the scale many
   browser hosts would bring; lost and duplicated episodes and steps are counted from the
   topics themselves.
-- **Rollout** (`bench.rollout_iteration`): one iteration of sandbox tasks through the whole
-  pipeline (Chromium, teacher policy with 0.5 s per decision like a model server), against
-  its limit, min(CPU ceiling, contexts / (browser step + latency)), and against a naive
-  one-task-at-a-time loop, both measured with the worker's own code in the same run; then
+- **Rollout** (`bench.rollout_iteration`): one iteration of 96 sandbox tasks through the
+  whole pipeline at 16 contexts (Chromium, teacher policy with 0.5 s per decision like a
+  model server), against its limit, min(CPU ceiling, contexts / (browser step + latency)),
+  and against a naive one-task-at-a-time loop, both measured with the worker's own code in
+  the same run, the three in turn in each of the 3 rounds; then
   where a step's time went (the events' own timings, `webgym_common.timings`; the monitor's
   live page shows the same breakdown) and the CPU each process used per step.
 - **Settle** (`bench.settle_outcomes`): the page-driven settle (the default) against the
@@ -68,11 +89,13 @@ measures and how.
 - **Replay** (`bench.replay_rate`): `webgym reprocess rescore` and `refilter` against a raw
   fetch of the same topic range, and against a fetch that also decodes every record.
 - **Decisions** (`bench.decision_latency`): the local CPU vLLM's decision latency at 1, 8
-  and 16 in flight with prefix caching off (the baseline) and on (the default).
+  and 16 in flight with prefix caching off (the baseline) and on (the default); a run is
+  6 s of load at one level.
 - **LoRA serving** (`bench.lora_serving`): a trained version (a rank-16 adapter on every
   linear layer, as the trainer makes them) against the base model on the same CPU vLLM, a
   full page view (~570 prompt tokens), with vLLM's own CPU LoRA operators (the baseline)
-  and with our plugin's (infra/vllm/cpu_lora, the default).
+  and with our plugin's (infra/vllm/cpu_lora, the default); a run is one round of 4
+  decisions in flight per model.
 
 The machine line lists the CPU's vector extensions because the same vLLM server runs
 several times faster with AVX-512 than with AVX2 only. Three findings that set defaults,
@@ -118,6 +141,8 @@ def main(out: Path = typer.Option(Path("docs/benchmarks.md"), help="The page to 
     scratch, log = work / "tables.md", work / "bench.log"
     console.print(f"each bench's own output: {log}")
     failed: list[str] = []
+    took: dict[str, float] = {}
+    began = datetime.now(UTC)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[at]}"),
                   TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task("benchmarks", total=len(names), at="")
@@ -125,6 +150,7 @@ def main(out: Path = typer.Option(Path("docs/benchmarks.md"), help="The page to 
             progress.update(bar, at=name)
             ok, seconds = run_bench(name, BENCHES[name], scratch, log)
             progress.console.print(f"{name}: {'done' if ok else 'FAILED'} in {seconds:.0f} s")
+            took[name] = seconds
             if not ok:
                 failed.append(name)
             progress.advance(bar)
@@ -132,6 +158,7 @@ def main(out: Path = typer.Option(Path("docs/benchmarks.md"), help="The page to 
     footer = "".join(f"\n**{n} failed** in the run of "
                      f"{datetime.now(UTC):%Y-%m-%d}: see `python -m {' '.join(BENCHES[n])}`.\n"
                      for n in failed)
+    footer += "\n" + run_line(began, datetime.now(UTC), took, list(BENCHES)) + "\n"
     out.write_text(INTRO + "\n" + tables + footer)
     console.print(f"wrote {out}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     if failed:

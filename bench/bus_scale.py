@@ -72,7 +72,13 @@ from harness.delivery_counts import (
 from harness.launch import PipelineProcess
 from harness.machine import describe_machine
 from harness.outcomes import Tally
-from harness.report import append_markdown, markdown_table
+from harness.report import (
+    append_markdown,
+    bench_command,
+    markdown_table,
+    repeat_note,
+    spread_cell,
+)
 from harness.synthetic import MARKS, Router, observation, requests_for, synthetic_task
 from harness.topic_reads import read_events
 from infra import stack
@@ -91,6 +97,7 @@ from webgym_common.topics import Topic
 
 console = Console()
 READY_S = 120.0
+WARM_STEPS = 4  # steps of the one warm-up episode of each level
 # episodes in flight; steps (actions due); wall s (first request -> last completion);
 # steps/s; ideal steps/s (no bus: episodes / (policy latency + browser step)); bus latency
 # p50/p99 ms, and the same less the policy's own phases (kafka: the trips through Kafka and
@@ -228,10 +235,13 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run_level(base: Settings, episodes: int, opts: Options, progress: Progress) -> Level:
+async def run_level(base: Settings, episodes: int, opts: Options, progress: Progress,
+                    repeat: int = 1) -> list[Level]:
+    """`repeat` runs of `episodes` at once on one set of processes (started and warmed up
+    once), each with episodes of its own; then each run counted from the topics."""
     data = Path(tempfile.mkdtemp(prefix="bench-bus-scale-"))
     settings = level_settings(base, episodes, opts, data)
-    level = Level(episodes, opts.steps, logs=data)
+    runs: list[tuple[list[EpisodeRequested], Level]] = []
     await create_topics(settings)
     procs = [PipelineProcess(settings, ["worker", "policy", "--kind", "teacher"],
                              data / f"policy-{i}.log") for i in range(opts.policy_workers)]
@@ -247,72 +257,130 @@ async def run_level(base: Settings, episodes: int, opts: Options, progress: Prog
             routing = asyncio.create_task(router.run())
             try:
                 # warm-up: group joins, table recovery, first transactions; not measured
-                warm = requests_for("warm", 1, opts.steps, tasks)
-                await browser(0, settings, warm, opts.steps, router, Level(1, opts.steps),
-                              opts, lambda: None)
-                bar = progress.add_task(f"{episodes} episodes", total=episodes)
-                scored_bar = progress.add_task("  scored", total=episodes)
-                reqs = requests_for(settings.kafka.topic_prefix, episodes, opts.steps, tasks)
-                shares = [reqs[k::opts.browsers] for k in range(opts.browsers)]
-                named = {"bench": None, **{p.log_path.stem: p.proc.pid for p in procs}}
-                cpu_before = {n: cpu_seconds(pid) for n, pid in named.items()}
-                started = time.time()
-                await asyncio.gather(*(
-                    browser(k, settings, share, opts.steps, router, level, opts,
-                            lambda: progress.advance(bar)) for k, share in enumerate(shares)
-                    if share))
-                level.wall_s = time.time() - started
-                ids = {r.episode_id for r in reqs}
-                deadline = time.monotonic() + opts.score_timeout_s
-                while time.monotonic() < deadline:
-                    done = ids & router.scored.keys()
-                    progress.update(scored_bar, completed=len(done))
-                    if len(done) == len(ids):
-                        level.scored_s = max(router.scored[e] for e in ids) - started
-                        break
-                    router.scored_changed.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(router.scored_changed.wait(), 1.0)
-                level.cpu_s = {n: cpu_seconds(pid) - cpu_before[n] for n, pid in named.items()}
+                # (a few steps do it: the steps after them are the same trips)
+                warm_steps = min(opts.steps, WARM_STEPS)
+                warm = requests_for("warm", 1, warm_steps, tasks)
+                await browser(0, settings, warm, warm_steps, router, Level(1, warm_steps),
+                              replace(opts, steps=warm_steps), lambda: None)
+                for run in range(repeat):
+                    reqs = requests_for(f"{settings.kafka.topic_prefix}-r{run}", episodes,
+                                        opts.steps, tasks)
+                    level = Level(episodes, opts.steps, logs=data)
+                    await measure_run(settings, procs, router, reqs, level, opts, progress,
+                                      f"{episodes} episodes, run {run + 1}/{repeat}")
+                    runs.append((reqs, level))
             finally:
                 routing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await routing
                 await reader.stop()
-        await count_from_topics(settings, reqs, level)
+        await count_from_topics(settings, runs)
     finally:
         for p in procs:
             p.stop()
-    return level
+    return [level for _, level in runs]
 
 
-async def count_from_topics(settings: Settings, reqs: list[EpisodeRequested],
-                            level: Level) -> None:
-    """The outcome as the topics hold it, read from the start (no group, read_committed)."""
-    requested = {r.episode_id: r.task.task_id for r in reqs}
+async def measure_run(settings: Settings, procs: list[PipelineProcess], router: Router,
+                      reqs: list[EpisodeRequested], level: Level, opts: Options,
+                      progress: Progress, label: str) -> None:
+    """One run: the requests dealt out among the synthetic browsers, all at once, until
+    every episode is completed and scored (or the score timeout)."""
+    bar = progress.add_task(label, total=len(reqs))
+    scored_bar = progress.add_task("  scored", total=len(reqs))
+    shares = [reqs[k::opts.browsers] for k in range(opts.browsers)]
+    named = {"bench": None, **{p.log_path.stem: p.proc.pid for p in procs}}
+    cpu_before = {n: cpu_seconds(pid) for n, pid in named.items()}
+    started = time.time()
+    await asyncio.gather(*(
+        browser(k, settings, share, opts.steps, router, level, opts,
+                lambda: progress.advance(bar)) for k, share in enumerate(shares) if share))
+    level.wall_s = time.time() - started
+    ids = {r.episode_id for r in reqs}
+    deadline = time.monotonic() + opts.score_timeout_s
+    while time.monotonic() < deadline:
+        done = ids & router.scored.keys()
+        progress.update(scored_bar, completed=len(done))
+        if len(done) == len(ids):
+            level.scored_s = max(router.scored[e] for e in ids) - started
+            break
+        router.scored_changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(router.scored_changed.wait(), 1.0)
+    level.cpu_s = {n: cpu_seconds(pid) - cpu_before[n] for n, pid in named.items()}
+
+
+async def count_from_topics(settings: Settings,
+                            runs: list[tuple[list[EpisodeRequested], Level]]) -> None:
+    """Each run's outcome as the topics hold it, read from the start once (no group,
+    read_committed)."""
     actions = [e for e in await read_events(settings, Topic.ACTIONS, set())
                if isinstance(e, ActionChosen)]
     completed = [e for e in await read_events(settings, Topic.EPISODES_COMPLETED, set())
                  if isinstance(e, EpisodeCompleted)]
     scored = [e for e in await read_events(settings, Topic.EPISODES_SCORED, set())
               if isinstance(e, EpisodeScored)]
-    level.tally = episode_outcomes(requested, completed, scored)
-    level.step_count = count_steps(((a.episode_id, a.step, a.event_id) for a in actions),
-                                   {eid: r.max_steps for eid, r in
-                                    ((r.episode_id, r) for r in reqs)})
+    for reqs, level in runs:
+        requested = {r.episode_id: r.task.task_id for r in reqs}
+        level.tally = episode_outcomes(requested, completed, scored)
+        level.step_count = count_steps(((a.episode_id, a.step, a.event_id) for a in actions),
+                                       {r.episode_id: r.max_steps for r in reqs})
 
 
-def row(level: Level, opts: Options) -> list[str]:
-    t, s = level.tally, level.step_count
-    assert t is not None and s is not None
+def row(runs: list[Level], opts: Options) -> list[str]:
+    """One level's row: each figure the median of its runs [min, max]; lost and duplicated
+    summed over the runs."""
+    tallies: list[Tally] = []
+    counts: list[StepCount] = []
+    for r in runs:
+        assert r.tally is not None and r.step_count is not None
+        tallies.append(r.tally)
+        counts.append(r.step_count)
+    first = runs[0]
     per_step_s = (opts.policy_latency_ms + opts.browser_step_ms) / 1000
-    ideal = f"{level.episodes / per_step_s:.0f}" if per_step_s else "-"
-    return [str(level.episodes), str(s.steps), f"{level.wall_s:.1f}",
-            f"{level.actions / level.wall_s:.0f}", ideal,
-            f"{percentile(level.bus_ms, 0.5):.0f}", f"{percentile(level.bus_ms, 0.99):.0f}",
-            f"{percentile(level.kafka_ms, 0.5):.1f}", f"{percentile(level.kafka_ms, 0.99):.0f}",
-            "-" if level.scored_s is None else f"{level.scored_s:.1f}",
-            str(t.lost), str(s.lost_steps), str(t.duplicated), str(s.duplicated_steps)]
+    ideal = f"{first.episodes / per_step_s:.0f}" if per_step_s else "-"
+    scored = [r.scored_s for r in runs if r.scored_s is not None]
+    return [str(first.episodes), str(counts[0].steps),
+            spread_cell((r.wall_s for r in runs), ".1f"),
+            spread_cell((r.actions / r.wall_s for r in runs), ".0f"), ideal,
+            spread_cell((percentile(r.bus_ms, 0.5) for r in runs), ".0f"),
+            spread_cell((percentile(r.bus_ms, 0.99) for r in runs), ".0f"),
+            spread_cell((percentile(r.kafka_ms, 0.5) for r in runs), ".1f"),
+            spread_cell((percentile(r.kafka_ms, 0.99) for r in runs), ".0f"),
+            spread_cell(scored, ".1f") + ("" if len(scored) == len(runs) else " (not all)"),
+            str(sum(t.lost for t in tallies)), str(sum(c.lost_steps for c in counts)),
+            str(sum(t.duplicated for t in tallies)),
+            str(sum(c.duplicated_steps for c in counts))]
+
+
+def level_notes(runs: list[Level], opts: Options) -> list[str]:
+    """A level's notes: the bus latency's parts over all its runs' steps, the median CPU
+    share of each process, and whatever went missing or came twice in any run."""
+    n = runs[0].episodes
+    parts = [p for r in runs for p in r.parts_ms]
+    first = [v for r in runs for v in r.first_ms]
+    later = [v for r in runs for v in r.later_ms]
+    notes = [f"- {n}: {breakdown(parts)}",
+             f"- {n}: bus p50 / p99 ms of step 0 (the policy reads its request first) "
+             f"{percentile(first, 0.5):.0f} / {percentile(first, 0.99):.0f}, of the later "
+             f"steps {percentile(later, 0.5):.0f} / {percentile(later, 0.99):.0f}"]
+    spans = [r.scored_s or r.wall_s for r in runs]
+    notes.append(f"- {n}: CPU until all scored ({spread_cell(spans, '.1f', ' s')}): "
+                 + ", ".join(f"{name} " + spread_cell(
+                     (r.cpu_s.get(name, 0.0) / span for r, span in zip(runs, spans, strict=True)),
+                     ".0%") for name in runs[0].cpu_s))
+    for i, level in enumerate(runs):
+        assert level.tally is not None and level.step_count is not None
+        which = f"{n}, run {i + 1}" if len(runs) > 1 else f"{n}"
+        for note in delivery_notes(level.tally, level.step_count):
+            notes.append(f"- {which}: {note}")
+        if level.timeouts or level.wrong_actions:
+            notes.append(f"- {which}: {level.timeouts} steps timed out waiting, "
+                         f"{level.wrong_actions} actions not the reference's")
+        if level.scored_s is None:
+            notes.append(f"- {which}: not every episode scored in "
+                         f"{opts.score_timeout_s:.0f}s (logs: {level.logs})")
+    return notes
 
 
 def main(
@@ -325,11 +393,13 @@ def main(
     browsers: int = typer.Option(4, min=1, help="synthetic browser workers (Kafka producers)"),
     policy_workers: int = typer.Option(1, min=1, help="policy processes (max_inflight <= 256 "
                                        "each)"),
+    repeat: int = typer.Option(1, min=1, help="runs of each level (on the same processes); "
+                               "each figure is the median, its min and max after it"),
     markdown: Path | None = typer.Option(None, help="append the table to this file"),
     warm_up: bool = typer.Option(True, help="a small level first, not reported"),
 ) -> None:
     if not console.is_terminal:
-        console.width = max(console.width, 150)  # one line per row in a log
+        console.width = max(console.width, 150 if repeat == 1 else 240)  # a row a line
     console.print(describe_machine())
     opts = Options(steps=steps, policy_latency_ms=policy_latency_ms,
                    browser_step_ms=browser_step_ms, browsers=browsers,
@@ -337,48 +407,35 @@ def main(
     levels = [int(x) for x in episodes.split(",") if x.strip()]
     base = get_settings()
     asyncio.run(stack.up(base, only=["kafka", "minio"]))
-    results: list[Level] = []
+    results: list[list[Level]] = []
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
         if warm_up:  # a fresh broker's JVM compiles its hot paths during the first requests
             asyncio.run(run_level(base, 4, replace(opts, steps=3), progress))
         for n in levels:
-            results.append(asyncio.run(run_level(base, n, opts, progress)))
+            results.append(asyncio.run(run_level(base, n, opts, progress, repeat)))
     title = (f"bus scale: synthetic browsers, teacher policy at {policy_latency_ms:.0f} ms, "
              f"{browser_step_ms:.0f} ms per browser step, {steps} steps/episode, "
-             f"{browsers} browsers, {policy_workers} policy process(es)")
+             f"{browsers} browsers, {policy_workers} policy process(es)"
+             + (f", median of {repeat}" if repeat > 1 else ""))
     table = Table(title=title)
     for col in COLUMNS:
         table.add_column(col, justify="right")
-    rows = [row(level, opts) for level in results]
+    rows = [row(runs, opts) for runs in results]
     for r in rows:
         table.add_row(*r)
     console.print(table)
-    notes = []
-    for level in results:
-        assert level.tally is not None and level.step_count is not None
-        notes.append(f"- {level.episodes}: {breakdown(level.parts_ms)}")
-        notes.append(f"- {level.episodes}: bus p50 / p99 ms of step 0 (the policy reads its "
-                     f"request first) {percentile(level.first_ms, 0.5):.0f} / "
-                     f"{percentile(level.first_ms, 0.99):.0f}, of the later steps "
-                     f"{percentile(level.later_ms, 0.5):.0f} / "
-                     f"{percentile(level.later_ms, 0.99):.0f}")
-        span = level.scored_s or level.wall_s
-        notes.append(f"- {level.episodes}: CPU until all scored ({span:.1f} s): " + ", ".join(
-            f"{n} {c:.1f} s ({c / span:.0%})" for n, c in level.cpu_s.items()))
-        for note in delivery_notes(level.tally, level.step_count):
-            notes.append(f"- {level.episodes}: {note}")
-        if level.timeouts or level.wrong_actions:
-            notes.append(f"- {level.episodes}: {level.timeouts} steps timed out waiting, "
-                         f"{level.wrong_actions} actions not the reference's")
-        if level.scored_s is None:
-            notes.append(f"- {level.episodes}: not every episode scored in "
-                         f"{opts.score_timeout_s:.0f}s (logs: {level.logs})")
+    notes = [note for runs in results for note in level_notes(runs, opts)]
+    if repeat > 1:
+        notes.append(f"- {repeat_note(repeat, ratios=False)} The runs of a level share its "
+                     "policy and evaluator processes (started and warmed up once); lost and "
+                     "duplicated are summed over the runs, the latency parts above pool their "
+                     "steps.")
     for note in notes:
-        console.print(note)
+        console.print(note, markup=False)
     if markdown is not None:
-        command = " ".join([".venv/bin/python -m bench.bus_scale", *sys.argv[1:]])
+        command = bench_command("bench.bus_scale", sys.argv[1:])
         text = markdown_table(title, command, COLUMNS, rows, "\n".join(notes),
                               when=datetime.now(UTC))
         append_markdown(markdown, text)

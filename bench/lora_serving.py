@@ -1,7 +1,7 @@
 """A trained version's decision latency on the CPU vLLM, against the base model's.
 
   .venv/bin/python -m bench.lora_serving [--elements 60] [--inflight 4] [--rounds 3]
-                                         [--max-tokens 32] [--markdown docs/benchmarks.md]
+      [--max-tokens 32] [--repeat 1] [--markdown docs/benchmarks.md]
 
 Starts the project's CPU vLLM (SmolLM2-135M) twice in the same run: with vLLM's own CPU
 LoRA operators (the baseline: our plugin switched off with VLLM_PLUGINS) and with the
@@ -12,7 +12,9 @@ set-of-marks prompts (--elements marks, of which the page view's budget keeps wh
 (--max-tokens each, about a policy reply), --inflight at a time, --rounds times each. It
 prints the p50 decision latency of each, the adapter's p50 over the base model's on the
 same server, and the plugin's speed-up of the adapter. Goal: adapter/base <= 1.5 with the
-plugin (vLLM's own operators: about 6x on these prompts).
+plugin (vLLM's own operators: about 6x on these prompts). With --repeat N each server runs
+the models in turn N times (--rounds rounds each); a p50 is the median of the runs' p50s
+with [min, max], a ratio the median over its baseline's median.
 """
 
 from __future__ import annotations
@@ -31,7 +33,16 @@ from bench.policy_throughput import TASK
 from bench.vllm_cpu_fit import wait_healthy
 from harness.lora import ALL_LINEAR, adapter_files
 from harness.machine import describe_machine
-from harness.report import append_markdown, console_table, markdown_table
+from harness.report import (
+    append_markdown,
+    bench_command,
+    console_table,
+    markdown_table,
+    ratio_spread,
+    repeat_note,
+    speedup_spread,
+    spread_cell,
+)
 from infra import vllm_server
 from infra.procs import ManagedProcess, free_port
 from webgym_common.agent.prompts import EpisodeContext, build_messages
@@ -64,8 +75,11 @@ async def decide(client: httpx.AsyncClient, model: str, elements: int, seed: int
 
 
 async def measure(base: Settings, plugin: bool, adapter: Path, elements: int, inflight: int,
-                  rounds: int, max_tokens: int) -> dict[str, tuple[list[float], float]]:
-    """Model -> (latencies s, mean prompt tokens) on a server with or without the plugin."""
+                  rounds: int, max_tokens: int, repeat: int = 1
+                  ) -> dict[str, tuple[list[list[float]], float]]:
+    """Model -> (each run's latencies s, mean prompt tokens) on a server with or without the
+    plugin; a run is --rounds rounds of each model, the base model's first, the models in
+    turn each run."""
     settings = base.model_copy(update={"vllm": base.vllm.model_copy(
         update={"port": free_port()})})
     proc = ManagedProcess("vllm", Path(tempfile.mkdtemp(prefix="bench-vllm-")))
@@ -74,7 +88,8 @@ async def measure(base: Settings, plugin: bool, adapter: Path, elements: int, in
     if not plugin:  # vLLM loads only the general plugins VLLM_PLUGINS names
         env["VLLM_PLUGINS"] = "none"
     proc.start(vllm_server.server_command(settings, venv, model), env=env)
-    out: dict[str, tuple[list[float], float]] = {}
+    out: dict[str, tuple[list[list[float]], float]] = {}
+    tokens: dict[str, list[int]] = {}
     label = "with the plugin" if plugin else "vLLM's operators"
     try:
         with console.status(f"starting vLLM ({label})"):
@@ -86,25 +101,49 @@ async def measure(base: Settings, plugin: bool, adapter: Path, elements: int, in
                                        json={"lora_name": ADAPTER, "lora_path": str(adapter)})
             loaded.raise_for_status()
             await decide(client, ADAPTER, 4, 0, 4)  # warm-up
-            for name in (settings.policy.model, ADAPTER):
-                latencies, tokens = [], []
-                for r in range(rounds):
-                    with console.status(f"{label}: {name}, round {r + 1}/{rounds}"):
-                        done = await asyncio.gather(*(
-                            decide(client, name, elements, 1000 * r + k + (500 if plugin else 0),
-                                   max_tokens) for k in range(inflight)))
-                    latencies += [s for s, _ in done]
-                    tokens += [t for _, t in done]
-                out[name] = (latencies, statistics.mean(tokens))
+            for run in range(repeat):
+                for name in (settings.policy.model, ADAPTER):
+                    latencies: list[float] = []
+                    for r in range(rounds):
+                        with console.status(f"{label}: {name}, run {run + 1}/{repeat}, "
+                                            f"round {r + 1}/{rounds}"):
+                            seed = 1000 * (run * rounds + r) + (500 if plugin else 0)
+                            done = await asyncio.gather(*(
+                                decide(client, name, elements, seed + k, max_tokens)
+                                for k in range(inflight)))
+                        latencies += [s for s, _ in done]
+                        tokens.setdefault(name, []).extend(t for _, t in done)
+                    out.setdefault(name, ([], 0.0))[0].append(latencies)
+        out = {name: (lat, statistics.mean(tokens[name])) for name, (lat, _) in out.items()}
     finally:
         proc.stop(20)
     return out
 
 
+def rows_of(runs: dict[bool, dict[str, tuple[list[list[float]], float]]], base_model: str
+            ) -> list[list[str]]:
+    """Per server and model: its runs' p50 (median [min, max]), the adapter's p50 over the
+    base model's on the same server, and the plugin's speed-up over vLLM's operators (each
+    a median over the baseline's median)."""
+    rows = []
+    p50s = {plugin: {m: [statistics.median(lat) for lat in runs_]
+                     for m, (runs_, _) in models.items()} for plugin, models in runs.items()}
+    for plugin in (False, True):
+        for name, (_, tokens) in runs[plugin].items():
+            mine = p50s[plugin][name]
+            over_base = ratio_spread(mine, p50s[plugin][base_model]).cell()
+            rows.append(["webgym_cpu_lora" if plugin else "vLLM's", name, f"{tokens:.0f}",
+                         spread_cell(mine, ".1f"), over_base if name == ADAPTER else "",
+                         speedup_spread(mine, p50s[False][name]).cell() if plugin else "1.00"])
+    return rows
+
+
 def main(elements: int = typer.Option(60, help="Marks a page (the page view keeps what fits)."),
          inflight: int = typer.Option(4, help="Decisions in flight."),
-         rounds: int = typer.Option(3, help="Rounds of --inflight decisions per model."),
+         rounds: int = typer.Option(3, help="Rounds of --inflight decisions per model and run."),
          max_tokens: int = typer.Option(32, help="Tokens each reply generates."),
+         repeat: int = typer.Option(1, min=1, help="Runs on each server; each p50 is the "
+                                    "median of the runs' p50s, their min and max after it."),
          markdown: Path | None = typer.Option(None, help="Append the table to this file.")
          ) -> None:
     console.print(describe_machine())
@@ -115,29 +154,26 @@ def main(elements: int = typer.Option(60, help="Marks a page (the page view keep
                                     modules=ALL_LINEAR).items():
         (adapter / name).write_bytes(data)
     runs = {plugin: asyncio.run(measure(base, plugin, adapter, elements, inflight, rounds,
-                                          max_tokens))
+                                          max_tokens, repeat))
             for plugin in (False, True)}
     columns = ["LoRA operators", "model", "prompt tokens", "p50 s", "adapter / base",
                "plugin speed-up"]
-    rows = []
-    for plugin in (False, True):
-        p50 = {m: statistics.median(lat) for m, (lat, _) in runs[plugin].items()}
-        for name, (_, tokens) in runs[plugin].items():
-            is_adapter = name == ADAPTER
-            speedup = statistics.median(runs[False][name][0]) / p50[name]
-            rows.append(["webgym_cpu_lora" if plugin else "vLLM's", name, f"{tokens:.0f}",
-                         f"{p50[name]:.1f}",
-                         f"{p50[ADAPTER] / p50[base.policy.model]:.2f}" if is_adapter else "",
-                         f"{speedup:.2f}" if plugin else "1.00"])
+    rows = rows_of(runs, base.policy.model)
     console.print(console_table("a trained version's latency on the CPU vLLM", columns, rows))
+    repeated = f" {repeat_note(repeat)}" if repeat > 1 else ""
+    if repeated:
+        console.print(repeated.strip(), markup=False)
     if markdown is not None:
         append_markdown(markdown, markdown_table(
             "A trained version's decision latency on the CPU vLLM",
-            f"python -m bench.lora_serving --elements {elements} --inflight {inflight} "
-            f"--rounds {rounds} --max-tokens {max_tokens}", columns, rows,
-            f"{inflight} decisions in flight, {rounds} rounds per model, {max_tokens} tokens "
-            "a reply; the adapter is rank "
-            f"{base.trainer.lora_rank} on every linear layer, as the trainer adapts them."))
+            bench_command("bench.lora_serving", [
+                "--elements", str(elements), "--inflight", str(inflight), "--rounds",
+                str(rounds), "--max-tokens", str(max_tokens), "--repeat", str(repeat)]),
+            columns, rows,
+            f"{inflight} decisions in flight, {rounds} round(s) per model and run, "
+            f"{max_tokens} tokens a reply; the adapter is rank "
+            f"{base.trainer.lora_rank} on every linear layer, as the trainer adapts them."
+            + repeated))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 and against a naive loop, with where each step's time went.
 
   .venv/bin/python -m bench.rollout_iteration [--tasks 96] [--contexts 8,16] \
-      [--latency 0,0.5] [--window-s 30] [--markdown docs/benchmarks.md]
+      [--latency 0,0.5] [--window-s 30] [--repeat 1] [--markdown docs/benchmarks.md]
 
 The tasks: a fixed uniform sample of the sandbox's generated train tasks. The pipeline:
 controller, one browser worker (C contexts), the teacher-forcing policy with a
@@ -20,6 +20,11 @@ The limit is min(CPU ceiling, C / (browser time per step + latency)), the browse
 step taken from the naive loop. The table gives the pipeline's steps/s as a share of its
 limit and as a multiple of the naive loop, then the mean of each phase of a step, read back
 from the events' timings (webgym_common.timings).
+
+With --repeat N everything is measured N times in rounds (each pipeline, then the naive
+loop, then the ceilings: drift on a shared machine falls on the pipeline and its baselines
+alike); each figure is the median of its N runs with [min, max], and a ratio is the
+pipeline's median over the baseline's median (harness.report.ratio_spread).
 """
 
 from __future__ import annotations
@@ -39,7 +44,15 @@ from rich.console import Console
 
 from bench.direct import open_observed_page
 from harness.machine import cpu_seconds, cpu_used_since, describe_machine
-from harness.report import append_markdown, console_table, markdown_table
+from harness.report import (
+    append_markdown,
+    bench_command,
+    console_table,
+    markdown_table,
+    ratio_spread,
+    repeat_note,
+    spread_cell,
+)
 from infra import pipeline, stack
 from producers.browser.browser_pool import BrowserPool
 from producers.browser.execute import ActionFailed, execute
@@ -198,7 +211,13 @@ def limit_of(ceiling: float, contexts: int, naive_rate: float) -> float:
 
 
 def main(tasks: int = 96, contexts: str = "8,16", latency: str = "0,0.5",
-         window_s: float = 30.0, markdown: Path | None = None) -> None:
+         window_s: float = 30.0, repeat: int = typer.Option(1, min=1),
+         markdown: Path | None = None) -> None:
+    """`repeat`: runs of everything (each pipeline, the naive loop and the CPU ceiling, in
+    turn: a round measures each once); each figure is the median of its runs, min and max
+    after it, and a ratio the pipeline's median over its baseline's median."""
+    if repeat > 1:
+        console.width = 280  # a row a line: the phase table has 13 columns of ranges
     console.print(describe_machine())
     settings = get_settings()
     asyncio.run(stack.up(settings))
@@ -207,54 +226,74 @@ def main(tasks: int = 96, contexts: str = "8,16", latency: str = "0,0.5",
     delays = [float(d) for d in latency.split(",")]
     columns = ["latency", "contexts", "pipeline steps/s", "limit", "of limit", "naive steps/s",
                "x naive", "success", "wall s", "steps"]
+    runs: dict[tuple[float, int], list[PipelineRun]] = {}
+    naive: dict[float, list[float]] = {}
+    ceilings: dict[int, list[float]] = {}
+    for round_ in range(repeat):
+        which = f" (run {round_ + 1}/{repeat})" if repeat > 1 else ""
+        for delay in delays:
+            for c in levels:
+                console.print(f"pipeline: {c} contexts, {delay:.1f} s per decision{which} ...")
+                run = asyncio.run(via_pipeline(settings, tasks, c, delay, task_file))
+                runs.setdefault((delay, c), []).append(run)
+            console.print(f"naive loop: {delay:.1f} s per decision{which} ...")
+            naive.setdefault(delay, []).append(
+                asyncio.run(direct(settings, run.tasks, delay, 1, window_s)))
+            for c in levels:
+                if len(ceilings.get(c, [])) <= round_:
+                    console.print(f"CPU ceiling: {c} loops at once{which} ...")
+                    ceilings.setdefault(c, []).append(
+                        asyncio.run(direct(settings, run.tasks, 0.0, c, window_s)))
     rows: list[list[str]] = []
     phase_rows: list[list[str]] = []
     cpu_rows: list[list[str]] = []
-    ceilings: dict[int, float] = {}
-    for delay in delays:
-        naive_rate = None
-        for c in levels:
-            console.print(f"pipeline: {c} contexts, {delay:.1f} s per decision ...")
-            run = asyncio.run(via_pipeline(settings, tasks, c, delay, task_file))
-            if naive_rate is None:
-                console.print(f"naive loop: {delay:.1f} s per decision ...")
-                naive_rate = asyncio.run(direct(settings, run.tasks, delay, 1, window_s))
-            if c not in ceilings:
-                console.print(f"CPU ceiling: {c} loops at once ...")
-                ceilings[c] = asyncio.run(direct(settings, run.tasks, 0.0, c, window_s))
-            limit = limit_of(ceilings[c], c, naive_rate)
-            rows.append([f"{delay:.1f} s", str(c), f"{run.rate:.2f}", f"{limit:.2f}",
-                         f"{run.rate / limit:.2f}", f"{naive_rate:.2f}",
-                         f"{run.rate / naive_rate:.2f}x", f"{run.success:.2f}",
-                         f"{run.wall_s:.1f}", str(run.decisions)])
-            phase_rows.append([f"{delay:.1f} s", str(c),
-                               *(f"{run.phases.get(p, 0.0):.1f}" for p in PHASES)])
-            cpu_rows.append([f"{delay:.1f} s", str(c), *(
-                f"{1000 * run.cpu_s.get(k, 0.0) / run.decisions:.0f}" for k in CPU_KINDS)])
+    for (delay, c), done in runs.items():
+        rates = [r.rate for r in done]
+        # each round's limit from that round's ceiling and naive loop
+        limits = [limit_of(ceil, c, rate) for ceil, rate in
+                  zip(ceilings[c], naive[delay], strict=True)]
+        rows.append([f"{delay:.1f} s", str(c), spread_cell(rates), spread_cell(limits),
+                     ratio_spread(rates, limits).cell(), spread_cell(naive[delay]),
+                     ratio_spread(rates, naive[delay]).cell(suffix="x"),
+                     spread_cell(r.success for r in done),
+                     spread_cell((r.wall_s for r in done), ".1f"),
+                     spread_cell((r.decisions for r in done), ".0f")])
+        phase_rows.append([f"{delay:.1f} s", str(c), *(
+            spread_cell((r.phases.get(p, 0.0) for r in done), ".1f") for p in PHASES)])
+        cpu_rows.append([f"{delay:.1f} s", str(c), *(
+            spread_cell((1000 * r.cpu_s.get(k, 0.0) / r.decisions for r in done), ".0f")
+            for k in CPU_KINDS)])
     console.print(console_table(
         f"one rollout iteration of {tasks} sandbox tasks (teacher forcing)", columns, rows))
     console.print(console_table("where a step's time went (mean ms)",
                                 ["latency", "contexts", *PHASES], phase_rows))
     console.print(console_table("CPU ms per step, by process (all cores)",
                                 ["latency", "contexts", *CPU_KINDS], cpu_rows))
+    repeated = f" {repeat_note(repeat)}" if repeat > 1 else ""
+    if repeated:
+        console.print(repeated.strip(), markup=False)
     if markdown is not None:
-        command = (f"python -m bench.rollout_iteration --tasks {tasks} --contexts {contexts} "
-                   f"--latency {latency} --window-s {window_s:g}")
+        command = bench_command("bench.rollout_iteration", [
+            "--tasks", str(tasks), "--contexts", contexts, "--latency", latency,
+            "--window-s", f"{window_s:g}", "--repeat", str(repeat)])
         append_markdown(markdown, markdown_table(
             f"Rollout: {tasks} sandbox tasks, pipeline vs limit and naive loop", command,
             columns, rows,
             "limit = min(CPU ceiling: C worker loops at once with no Kafka, C / (browser step "
-            "+ latency)); naive: one task at a time with the worker's own code."))
+            "+ latency)); naive: one task at a time with the worker's own code; a round runs "
+            "the pipeline, the naive loop and the ceiling in turn, and each round's limit "
+            f"comes from its own ceiling and naive loop.{repeated}"))
         append_markdown(markdown, markdown_table(
             "Rollout: where a step's time went (mean ms per step, from the events' timings)",
             command, ["latency", "contexts", *PHASES], phase_rows,
             "bus = the browser's wait for the action less the publish and the policy's "
             "model, prompt_store and remember; queue (observation produced -> decision "
-            "started) overlaps it."))
+            f"started) overlaps it.{repeated}"))
         append_markdown(markdown, markdown_table(
             "Rollout: CPU ms per step by process", command, ["latency", "contexts", *CPU_KINDS],
             cpu_rows, "Read from /proc over the iteration (harness.machine.cpu_seconds); "
-            "other = everything else on the machine, this bench's own process included."))
+            "other = everything else on the machine, this bench's own process included."
+            + repeated))
 
 
 if __name__ == "__main__":
