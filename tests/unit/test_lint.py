@@ -30,3 +30,15 @@ def test_layer_contract_holds() -> None:
     lint_imports = Path(sys.executable).with_name("lint-imports")
     result = _run(str(lint_imports), "--no-cache", "--no-logo")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+MAX_LINES = 400  # a module longer than this holds more than one job: split it by job
+
+
+def test_no_python_module_is_longer_than_the_limit() -> None:
+    tracked = _run("git", "ls-files", "*.py").stdout.split()
+    assert tracked, "git ls-files found no Python files"
+    long = {name: n for name in tracked
+            if (path := PROJECT_ROOT / name).exists()
+            and (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"over {MAX_LINES} lines: {long}"
