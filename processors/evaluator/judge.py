@@ -9,12 +9,18 @@ A reply without a verdict, or a judge that cannot be reached after its retries,
 is asked again (`verdict_attempts`, with a growing pause: an outage or a bad
 sample may pass); if it still fails, the verdict is a failure (`failed`, with
 the reason), never an exception, and reward.py makes it a judge failure, not a 0.
+
+The judge asks `evaluator.base_url`, or else every model server the policy uses
+(`policy.replicas`, or its base_url alone): each request goes to the next server in turn,
+so questions spread over the replicas and a request tried again after a failure goes to
+another one (a replica that is down costs one failed try, not the question).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import logging
 import re
 from typing import Any, cast
@@ -135,15 +141,23 @@ def verdict_backoff(base_s: float, attempt: int, cap_s: float = 120.0) -> float:
     return min(cap_s, base_s * 2 ** (attempt - 1))
 
 
+def judge_urls(settings: Settings) -> tuple[str, ...]:
+    """The servers the judge asks: its own, else every model server of the policy."""
+    base = settings.evaluator.base_url
+    return (base,) if base else settings.policy.replica_urls
+
+
 class LlmJudge:
     def __init__(self, settings: Settings, store: ObjectStore | None = None) -> None:
         self.cfg = cfg = settings.evaluator
         self.model = cfg.model or settings.policy.model
         self.version = f"{JUDGE_VERSION}:{self.model}"
         self.store = store
-        self.client = AsyncOpenAI(base_url=cfg.base_url or settings.policy.base_url,
-                                  api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=0,
-                                  http_client=DefaultAsyncHttpxClient(verify=cfg.tls_verify))
+        self.clients = [
+            AsyncOpenAI(base_url=url, api_key=cfg.api_key, timeout=cfg.timeout_s, max_retries=0,
+                        http_client=DefaultAsyncHttpxClient(verify=cfg.tls_verify))
+            for url in judge_urls(settings)]
+        self.turns = itertools.cycle(self.clients)  # each request to the next server
         self.slots = asyncio.Semaphore(cfg.max_concurrency)
 
     async def ask(self, question: Question) -> Verdict:
@@ -196,7 +210,7 @@ class LlmJudge:
                 retry=retry_if_exception_type(_RETRIED), reraise=True,
             ):
                 with attempt:
-                    resp = await self.client.chat.completions.create(
+                    resp = await next(self.turns).chat.completions.create(
                         model=self.model, messages=cast(list[ChatCompletionMessageParam], messages),
                         max_tokens=self.cfg.max_tokens,
                         temperature=self.cfg.temperature, extra_body=extra,

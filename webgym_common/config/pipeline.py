@@ -177,7 +177,8 @@ class EvaluatorSettings(BaseModel):
     # "rules": normalized match of the ANSWER against the task's definite answer.
     # "llm": WebGym's judge (blocking check, criterion B, criterion A per fact group).
     judge: JudgeKind = JudgeKind.RULES
-    # Any OpenAI-compatible endpoint. Unset: the policy's base_url and model.
+    # Any OpenAI-compatible endpoint. Unset: the policy's model servers (its replicas, asked
+    # in turn, else its base_url) and model.
     base_url: str = ""
     api_key: str = Field(
         "EMPTY", description="the judge server's API key; the local vLLM's own key is sent to it")

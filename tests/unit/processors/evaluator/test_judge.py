@@ -3,9 +3,12 @@ how a failed question is asked again."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
+import httpx
 import pytest
+from openai import AsyncOpenAI
 
 from processors.evaluator.judge import LlmJudge, parse_verdict, render_evidence, verdict_backoff
 from processors.evaluator.reward import Question, Verdict
@@ -84,3 +87,50 @@ async def test_a_failed_question_is_asked_again_until_the_attempts_run_out() -> 
 def test_the_pause_between_attempts_doubles_up_to_a_cap() -> None:
     assert [verdict_backoff(5, a) for a in (1, 2, 3, 4)] == [5, 10, 20, 40]
     assert verdict_backoff(5, 10) == 120
+
+
+def replicas_judge(hits: dict[str, int], down: set[str]) -> LlmJudge:
+    """A judge over two replicas (policy.replicas, no judge URL of its own), served by a
+    transport that answers SUCCESS from a replica that is up and refuses from one that is
+    down; `hits` counts the requests each got."""
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        hits[host] = hits.get(host, 0) + 1
+        if host in down:
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200, json={
+            "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": "Verdict: SUCCESS"}}]})
+
+    settings = load_settings(
+        policy={"replicas": ["http://a/v1", "http://b/v1"]},
+        evaluator={"judge": "llm", "model": "m", "timeout_s": 2, "retries": 1,
+                   "verdict_attempts": 1})
+    judge = LlmJudge(settings)
+    assert [str(c.base_url) for c in judge.clients] == ["http://a/v1/", "http://b/v1/"]
+    judge.clients = [AsyncOpenAI(base_url=str(c.base_url), api_key="k", max_retries=0,
+                                 http_client=httpx.AsyncClient(
+                                     transport=httpx.MockTransport(serve)))
+                     for c in judge.clients]
+    judge.turns = itertools.cycle(judge.clients)
+    return judge
+
+
+async def test_the_judge_spreads_its_questions_over_the_policys_replicas() -> None:
+    hits: dict[str, int] = {}
+    judge = replicas_judge(hits, down=set())
+    for _ in range(4):
+        verdict = await judge.ask(Question("criterion_b", "criterion B", TASK, "x"))
+        assert verdict.success and not verdict.failed
+    assert hits == {"a": 2, "b": 2}
+
+
+async def test_a_replica_that_is_down_costs_one_try_not_the_question() -> None:
+    hits: dict[str, int] = {}
+    judge = replicas_judge(hits, down={"a"})
+    verdicts = [await judge.ask(Question("criterion_b", "criterion B", TASK, "x"))
+                for _ in range(3)]
+    assert all(v.success and not v.failed for v in verdicts)
+    assert hits["b"] == 3 and hits["a"] >= 1  # each failed try at a was tried again at b
