@@ -84,7 +84,7 @@ from consumers.model_servers import (
 from webgym_common.config import Settings
 from webgym_common.events import Event, ModelServed, ModelVersion
 from webgym_common.lifecycle import mark_ready, run_until_signalled
-from webgym_common.objectstore import ObjectStore, ObjectStoreError
+from webgym_common.objectstore import MISSING, ObjectStore, ObjectStoreError
 from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.stream.readers import read_compacted, read_to_end
 from webgym_common.topics import Topic
@@ -238,7 +238,7 @@ class Loader:
                 return None
             except S3Error as err:  # a missing file is not coming; MinIO failing may pass
                 why = f"the checkpoint {checkpoint_uri}: {err}"
-                if err.code in ("NoSuchKey", "NoSuchBucket", "NoSuchObject"):
+                if err.code in MISSING:
                     log.error("%s NOT served: %s", name, why)
                     return None
             except TRANSIENT as err:

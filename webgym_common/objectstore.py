@@ -30,6 +30,10 @@ EXTENSIONS = {
 }
 
 
+# S3 error codes of an object (or bucket) that is not there: waiting will not bring it.
+MISSING = frozenset({"NoSuchKey", "NoSuchBucket", "NoSuchObject"})
+
+
 class ObjectStoreError(RuntimeError):
     pass
 

@@ -29,10 +29,9 @@ from typing import Any, Protocol
 from minio.error import S3Error
 
 from webgym_common.events import ChatMessage, ReplaySample
-from webgym_common.objectstore import BlobMismatch, ObjectStoreError, parse_uri
+from webgym_common.objectstore import MISSING, BlobMismatch, ObjectStoreError, parse_uri
 
 CONCURRENT_READS = 16  # the object store's connection pool (ObjectStore: maxsize=16)
-MISSING = frozenset({"NoSuchKey", "NoSuchBucket", "NoSuchObject"})  # S3 codes: not there
 
 
 class PromptError(ValueError):

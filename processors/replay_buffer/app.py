@@ -44,8 +44,14 @@ from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, ReplaySample, Task
 from webgym_common.leaks import LeakGuard
 from webgym_common.lifecycle import run_until_signalled
-from webgym_common.objectstore import BlobMismatch, ObjectStore, ObjectStoreError, parse_uri
-from webgym_common.replay_prompts import MISSING, BlobReader, PromptError, chat_messages
+from webgym_common.objectstore import (
+    MISSING,
+    BlobMismatch,
+    ObjectStore,
+    ObjectStoreError,
+    parse_uri,
+)
+from webgym_common.replay_prompts import BlobReader, PromptError, chat_messages
 from webgym_common.stream.bus import (
     EventConsumer,
     EventProducer,
