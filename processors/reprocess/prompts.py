@@ -18,6 +18,7 @@ a missing blob is not).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from minio.error import S3Error
 
@@ -73,8 +74,14 @@ async def inline(prompts: PromptReads, scored: EpisodeScored, kept: KeptStep
         return f"step {kept.step}: prompt {uri} is unusable: {err}"
 
 
-async def sample(prompts: PromptReads, scored: EpisodeScored, kept: KeptStep
-                 ) -> ReplaySample | str:
-    """The step's sample (by reference when it can be), or why it cannot be made."""
-    made = by_reference(scored, kept)
-    return await inline(prompts, scored, kept) if made is None else made
+async def samples(prompts: PromptReads, steps: Sequence[tuple[EpisodeScored, KeptStep]]
+                  ) -> list[ReplaySample | str]:
+    """Each step's sample (by reference when it can be), or why it cannot be made, in order.
+    Only the steps to carry inline become tasks: a batch of thousands by reference builds
+    without scheduling one coroutine each."""
+    made = [by_reference(scored, kept) for scored, kept in steps]
+    if reads := [i for i, m in enumerate(made) if m is None]:
+        read = await asyncio.gather(*(inline(prompts, *steps[i]) for i in reads))
+        for i, m in zip(reads, read, strict=True):
+            made[i] = m
+    return [m for m in made if m is not None]  # none is left: every None was read

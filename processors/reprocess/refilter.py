@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from processors.replay_buffer.decisions import KeptStep, sample_id, training_steps
 from processors.reprocess.derived import DerivedWriter, on_target
-from processors.reprocess.prompts import PromptReads, by_reference, inline
+from processors.reprocess.prompts import PromptReads, samples
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, Event, ReplaySample
 from webgym_common.logrange.bounds import LogRange, Spans, range_reader, read_range, records_in
@@ -160,16 +160,7 @@ async def publish(prompts: PromptReads, writer: DerivedWriter, todo: list[Candid
 def build(prompts: PromptReads, chunk: list[Candidate]
           ) -> asyncio.Future[list[ReplaySample | str]]:
     """The chunk's samples, built in the background (reads, if any, bounded by `prompts`)."""
-    return asyncio.ensure_future(_build(prompts, chunk))
-
-
-async def _build(prompts: PromptReads, chunk: list[Candidate]) -> list[ReplaySample | str]:
-    made = [by_reference(s, k) for s, k in chunk]
-    if reads := [i for i, m in enumerate(made) if m is None]:
-        read = await asyncio.gather(*(inline(prompts, *chunk[i]) for i in reads))
-        for i, m in zip(reads, read, strict=True):
-            made[i] = m
-    return [m for m in made if m is not None]
+    return asyncio.ensure_future(samples(prompts, chunk))
 
 
 async def _read(settings: Settings, producer: EventProducer, source: Topic | str,

@@ -16,7 +16,7 @@ from minio.error import S3Error
 from processors.replay_buffer import app
 from processors.replay_buffer.app import Replayer
 from processors.replay_buffer.decisions import KeptStep
-from processors.reprocess.prompts import PromptReads, by_reference, inline, sample
+from processors.reprocess.prompts import PromptReads, by_reference, inline, samples
 from tests.unit.scored import scored
 from webgym_common.config import load_settings
 from webgym_common.events import ReplaySample
@@ -65,7 +65,7 @@ def kept(step: int, uri: str) -> KeptStep:
 
 async def test_a_content_addressed_prompt_goes_by_reference_without_a_read() -> None:
     store = FakeStore()
-    made = await sample(PromptReads(store), scored("e1", reward=1.0), kept(2, A))
+    made = (await samples(PromptReads(store), [(scored("e1", reward=1.0), kept(2, A))]))[0]
     assert isinstance(made, ReplaySample)
     assert (made.messages, made.prompt_uri, made.screenshot_uri) == (
         [], A, "s3://webgym/shot2.png")
@@ -75,7 +75,7 @@ async def test_a_content_addressed_prompt_goes_by_reference_without_a_read() -> 
 async def test_a_prompt_under_another_key_is_read_and_carried_inline() -> None:
     store = FakeStore()
     assert by_reference(scored("e1", reward=1.0), kept(0, NAMED)) is None  # to be read
-    made = await sample(PromptReads(store), scored("e1", reward=1.0), kept(0, NAMED))
+    made = (await samples(PromptReads(store), [(scored("e1", reward=1.0), kept(0, NAMED))]))[0]
     assert isinstance(made, ReplaySample) and made.prompt_uri is None
     assert [m.content for m in made.messages] == [NAMED]
     assert store.gets == Counter({NAMED: 1})
@@ -83,7 +83,8 @@ async def test_a_prompt_under_another_key_is_read_and_carried_inline() -> None:
 
 async def test_a_uri_that_is_no_s3_reference_is_refused_at_once() -> None:
     store = FakeStore()
-    made = await sample(PromptReads(store), scored("e1", reward=1.0), kept(4, "http://x/y"))
+    steps = [(scored("e1", reward=1.0), kept(4, "http://x/y"))]
+    made = (await samples(PromptReads(store), steps))[0]
     assert isinstance(made, str) and "step 4: prompt http://x/y is unusable" in made
     assert store.gets == Counter()
 
@@ -119,7 +120,7 @@ async def test_by_reference_resolves_to_the_replay_processors_messages_or_is_lef
                         None)  # type: ignore[arg-type]
     inline_made = [await replayer.sample(episode, k) for k in steps]
     store = FakeStore(blobs=blobs)
-    made = [await sample(PromptReads(store), episode, k) for k in steps]
+    made = await samples(PromptReads(store), [(episode, k) for k in steps])
     assert [m.prompt_uri for m in made if isinstance(m, ReplaySample)] == [
         A, A, B, missing, None]  # only the named prompt was read (and carried inline)
     assert store.gets == Counter({NAMED: 1})
