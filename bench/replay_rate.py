@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.machine import describe_machine
-from harness.report import append_markdown, markdown_table
+from harness.report import append_markdown, bench_command, markdown_table
 from infra import stack
 from processors.reprocess.agreement import Provenance
 from processors.reprocess.refilter import Filters, refilter
@@ -258,7 +258,7 @@ def main(episodes: int = 300, steps: int = 8, tree_bytes: int = 6000, repeat: in
         console.print(line)
     console.print(table)
     if markdown is not None:
-        command = " ".join([".venv/bin/python -m bench.replay_rate", *sys.argv[1:]])
+        command = bench_command("bench.replay_rate", sys.argv[1:])
         append_markdown(markdown, markdown_table(title, command, COLUMNS, rows,
                                                  "\n".join(f"- {n}" for n in notes),
                                                  when=datetime.now(UTC)))

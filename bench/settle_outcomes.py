@@ -22,7 +22,7 @@ from rich.console import Console
 from bench.rollout_iteration import TASKS_FILE, PipelineRun, via_pipeline
 from environments.tasks.miniwob_tasks import OUTPUT as MINIWOB_TASKS
 from harness.machine import describe_machine
-from harness.report import append_markdown, console_table, markdown_table
+from harness.report import append_markdown, bench_command, console_table, markdown_table
 from infra import stack
 from webgym_common.choices import SettleMode
 from webgym_common.config import get_settings
@@ -63,7 +63,8 @@ def main(tasks: int = 48, contexts: int = 8, markdown: Path | None = None) -> No
     if markdown is not None:
         append_markdown(markdown, markdown_table(
             "Settle: fixed 0.3 s vs page-driven, same tasks",
-            f"python -m bench.settle_outcomes --tasks {tasks} --contexts {contexts}",
+            bench_command("bench.settle_outcomes", ["--tasks", str(tasks), "--contexts",
+                                                    str(contexts)]),
             columns, rows,
             "Teacher-forced train tasks through the pipeline (fixed uniform sample, "
             f"{contexts} contexts, no policy latency); step ms = execute + settle + "
