@@ -123,7 +123,7 @@ async def direct(settings: Settings, pages: int, steps: int, progress) -> tuple[
             started = time.perf_counter()
             await execute(session, resolve_reference_action(CYCLE[i % len(CYCLE)], obs.marks),
                           cfg)
-            obs = await observe(session.page, session.cdp, cfg)
+            obs = await observe(*session.attached, cfg)
             latencies.append((time.perf_counter() - started) * 1000)
             progress.advance(bar)
         await context.close()

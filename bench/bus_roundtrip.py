@@ -35,7 +35,8 @@ console = Console()
 
 def step_event(episode_id: str, step: int, tree_bytes: int = 20_000) -> StepObserved:
     rnd = random.Random(step)
-    lines, size = [], 0
+    lines: list[str] = []
+    size = 0
     while size < tree_bytes:
         name = "".join(rnd.choices(string.ascii_letters + " ", k=rnd.randint(8, 40)))
         line = f'- link "{name}" [ref=e{len(lines)}] [box=10,{len(lines) * 20},200,18]'

@@ -19,6 +19,7 @@ async def open_observed_page(
     context = await pool.new_context()
     await session.attach(context, await context.new_page())
     navs = session.nav_requests
-    await session.page.goto(url, wait_until="commit")
-    await settle(session, session.page, cfg, navs)
-    return session, context, await observe(session.page, session.cdp, cfg)
+    page, _ = session.attached
+    await page.goto(url, wait_until="commit")
+    await settle(session, page, cfg, navs)
+    return session, context, await observe(*session.attached, cfg)

@@ -18,9 +18,11 @@ import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import cast
 
 import typer
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 from rich.console import Console
 from rich.table import Table
 
@@ -81,6 +83,8 @@ async def via_pipeline(base: Settings, inflight: int, steps: int) -> dict[str, f
 
             async def route() -> None:
                 async for r in reader.events(poll_timeout_ms=50):
+                    if not isinstance(r.event, ActionChosen):
+                        continue
                     fut = waiting.pop((r.event.episode_id, r.event.step), None)
                     if fut is not None and not fut.done():
                         fut.set_result(r.event)
@@ -107,7 +111,8 @@ async def via_pipeline(base: Settings, inflight: int, steps: int) -> dict[str, f
                     tokens += action.completion_tokens
 
             await episode(-1)  # warm-up: group join, table recovery, first compile
-            total.clear(), overhead.clear()
+            total.clear()
+            overhead.clear()
             tokens = 0
             started = time.perf_counter()
             await asyncio.gather(*[episode(i) for i in range(inflight)])
@@ -124,7 +129,8 @@ async def direct(settings: Settings, inflight: int, steps: int) -> dict[str, flo
     cfg = settings.policy
     client = AsyncOpenAI(base_url=cfg.base_url, api_key=cfg.api_key, timeout=cfg.timeout_s)
     ctx = EpisodeContext(episode_id="d", task_id="bench", task_name=TASK, max_steps=steps + 5)
-    messages = build_messages(ctx, "http://127.0.0.1/shop/", MARKS)
+    messages = cast(list[ChatCompletionMessageParam],
+                    build_messages(ctx, "http://127.0.0.1/shop/", MARKS))
     tokens = 0
     sem = asyncio.Semaphore(inflight)
 
@@ -135,6 +141,8 @@ async def direct(settings: Settings, inflight: int, steps: int) -> dict[str, flo
                 model=cfg.model, messages=messages, max_tokens=cfg.max_tokens,
                 temperature=cfg.temperature,
                 extra_body={"structured_outputs": {"regex": reply_regex("set_of_marks")}})
+            if resp.usage is None:
+                raise RuntimeError("the model server's reply carries no token usage")
             tokens += resp.usage.completion_tokens
 
     started = time.perf_counter()

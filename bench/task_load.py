@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from multiprocessing.queues import Queue
 from pathlib import Path
 
@@ -113,14 +114,14 @@ def measure_parse_whole(path: Path, out: Queue) -> None:
     out.put((time.perf_counter() - started, len(tasks), before, peak_rss_mb()))
 
 
-def in_child(target: object, *args: object) -> tuple[float, int, float, float]:
+def in_child(target: Callable[..., object], *args: object) -> tuple[float, int, float, float]:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    child = ctx.Process(target=target, args=(*args, out))  # type: ignore[arg-type]
+    child = ctx.Process(target=target, args=(*args, out))
     child.start()
     result = out.get()
     child.join()
-    return result  # type: ignore[no-any-return]
+    return result
 
 
 def main(lines: int = 1_000_000) -> None:

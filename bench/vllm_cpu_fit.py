@@ -18,9 +18,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 import typer
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 from rich.console import Console
 from rich.table import Table
 
@@ -38,9 +40,10 @@ console = Console()
 LEVELS = (1, 8, 16)
 
 
-def messages() -> list[dict]:
+def messages() -> list[ChatCompletionMessageParam]:
     ctx = EpisodeContext(episode_id="bench", task_id="bench", task_name=TASK)
-    return build_messages(ctx, "http://127.0.0.1/shop/", MARKS)
+    return cast(list[ChatCompletionMessageParam],
+                build_messages(ctx, "http://127.0.0.1/shop/", MARKS))
 
 
 async def wait_healthy(settings: Settings, proc: ManagedProcess, timeout_s: float) -> None:

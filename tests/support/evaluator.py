@@ -64,8 +64,9 @@ async def scores_for(settings: Settings, producer: EventProducer, episode_ids: l
         async with asyncio.timeout(timeout_s + linger_s):
             while done_at is None or clock() < done_at + linger_s:
                 for received in await reader.poll(200):
-                    if received.event.episode_id in scores:
-                        scores[received.event.episode_id].append(received.event)
+                    event = received.event
+                    if isinstance(event, EpisodeScored) and event.episode_id in scores:
+                        scores[event.episode_id].append(event)
                 if done_at is None and all(scores.values()):
                     done_at = clock()
     return scores
@@ -75,10 +76,18 @@ async def publish_all(producer: EventProducer,
                       events: Sequence[tuple[Topic, Event]]) -> None:
     """Publish in order without a round trip per event (thousands of them)."""
     sent = [await producer.producer.send(producer.topic(topic), producer.codec.encode(event),
-                                         key=event.episode_id.encode())
+                                         key=_episode_key(event))
             for topic, event in events]
     async with asyncio.timeout(120):
         await asyncio.gather(*sent)
+
+
+def _episode_key(event: Event) -> bytes:
+    """The key an episode's events are published under: its episode id."""
+    episode_id = getattr(event, "episode_id", None)
+    if not isinstance(episode_id, str):
+        raise TypeError(f"{type(event).__name__} has no episode_id to key it by")
+    return episode_id.encode()
 
 
 def answered_tasks() -> list[Task]:
