@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 
 from playwright.async_api import BrowserContext, Page
@@ -43,7 +44,7 @@ from producers.browser.session import (
     keep_action,
 )
 from producers.browser.urlpolicy import check_url
-from webgym_common.choices import ScreenshotFormat
+from webgym_common.choices import Driver, ScreenshotFormat
 from webgym_common.config import Settings
 from webgym_common.events import ActionChosen, StepObserved, Viewport
 from webgym_common.objectstore import ObjectStore
@@ -53,6 +54,15 @@ from webgym_common.timings import Timings
 from webgym_common.topics import Topic
 
 log = logging.getLogger(__name__)
+
+
+def resend_after_s(configured_s: float, session: EpisodeSession) -> float:
+    """How long an observation waits for its action before it is published again (inf:
+    never). Only the policy is asked again: an outside driver (webgym drive, the env
+    server's client) may take its time."""
+    if configured_s <= 0 or session.request.driver != Driver.POLICY:
+        return math.inf
+    return configured_s
 
 
 class EpisodeRunner:
@@ -179,8 +189,14 @@ class EpisodeRunner:
     async def _next_action(
         self, session: EpisodeSession, pending: dict[int, ActionChosen]
     ) -> ActionChosen:
-        """The action for the current step (the first one chosen); earlier ones are reruns."""
+        """The action for the current step (the first one chosen); earlier ones are reruns.
+
+        An observation the policy leaves unanswered for `action_resend_s` is published again
+        (`_ask_again`), so one lost on the way (seen: faust 0.15.3 committing past a record
+        it never handed to the agent, around a restart) costs a resend, not the episode.
+        """
         deadline = session.request.deadline.timestamp()
+        resend_s = resend_after_s(self.cfg.action_resend_s, session)
         while True:
             while not session.inbox.empty():  # all that came, so reruns are known as such
                 keep_action(session.inbox.get_nowait(), session.step, pending)
@@ -190,10 +206,25 @@ class EpisodeRunner:
             if remaining <= 0:
                 raise EpisodeAborted("timeout", "the episode's deadline passed")
             try:
-                item = await asyncio.wait_for(session.inbox.get(), remaining)
+                item = await asyncio.wait_for(session.inbox.get(), min(remaining, resend_s))
             except TimeoutError:
+                if resend_s < remaining:
+                    await self._ask_again(session, resend_s)
+                    continue
                 raise EpisodeAborted("timeout", "the episode's deadline passed") from None
             keep_action(item, session.step, pending)
+
+    async def _ask_again(self, session: EpisodeSession, waited_s: float) -> None:
+        """Publish the current step's observation again, event id and all: the policy decides
+        a step once and answers a copy by publishing that decision unless it is out already."""
+        obs = session.last_observation
+        if obs is None or obs.step != session.step:
+            return
+        log.warning("episode %s step %d: no action after %g s; its observation is published "
+                    "again", session.episode_id, session.step, waited_s)
+        until = min(session.request.deadline.timestamp(),
+                    time.time() + self.cfg.dependency_retry_s)
+        await deliver(self.producer, Topic.OBSERVATIONS, session.episode_id, obs, until)
 
     async def _label_requests(self, session: EpisodeSession, rerun: bool) -> None:
         """The action's requests carry its step (an idempotency key) and the rerun flag."""
@@ -249,6 +280,7 @@ class EpisodeRunner:
         await deliver(self.producer, Topic.OBSERVATIONS, session.episode_id, event, until)
         # The next step's timings start here; its observation reports this publish.
         session.timings, session.published_at = Timings(), publishing
+        session.last_observation = event
         session.timings.add("publish", (time.perf_counter() - publishing) * 1000)
 
     async def _close(self, session: EpisodeSession, ending: Ending) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from playwright.async_api import BrowserContext, CDPSession, Dialog, Download, Page, Response
 
-from webgym_common.events import ActionChosen, EpisodeRequested, Mark
+from webgym_common.events import ActionChosen, EpisodeRequested, Mark, StepObserved
 from webgym_common.pagetext import CAPS, cut
 from webgym_common.timings import Timings
 
@@ -100,6 +100,7 @@ class EpisodeSession:
     # timings_ms), and when the last observation's publish started (perf_counter).
     timings: Timings = field(default_factory=Timings)
     published_at: float | None = None
+    last_observation: StepObserved | None = None  # what a resend publishes again
 
     @property
     def episode_id(self) -> str:

@@ -22,6 +22,7 @@ import os
 import secrets
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +53,8 @@ WITH_VLLM = os.environ.get("WEBGYM_COMPOSE_VLLM", "1") != "0"
 # WEBGYM_COMPOSE_REGISTRY=1: Redpanda's and MinIO's registry images (no local file).
 REGISTRY = os.environ.get("WEBGYM_COMPOSE_REGISTRY") == "1"
 EPISODES = 48
+# An iteration takes ~90 s here; one that has not ended in 10 min is stuck.
+CONTROLLER_WAIT_S = 600
 CONTEXTS = 4  # per browser container: 3 containers after the scale-up hold 12 in flight
 STACK = ["broker", "minio", "minio-users", "topic-init", "sandbox", "browser", "policy",
          "evaluator", "history", "metrics", "replay", *(["vllm"] if WITH_VLLM else [])]
@@ -182,9 +185,22 @@ def start_iteration(compose: Compose) -> str:
 
 def verdict(compose: Compose, settings: Settings, controller: str, scenario: str,
             started: float) -> None:
-    """Wait for the controller, count the outcomes from the topics, assert them."""
-    exit_code = subprocess.run(["docker", "wait", controller], capture_output=True, text=True,
-                               timeout=1200, check=True).stdout.strip()
+    """Wait for the controller, count the outcomes from the topics, assert them. A controller
+    still waiting after CONTROLLER_WAIT_S is a failure that shows which episodes it waits
+    for and what every process said last, not a bare timeout."""
+    try:
+        exit_code = subprocess.run(["docker", "wait", controller], capture_output=True,
+                                   text=True, timeout=CONTROLLER_WAIT_S,
+                                   check=True).stdout.strip()
+    except subprocess.TimeoutExpired:
+        exit_code = f"still running after {CONTROLLER_WAIT_S} s"
+        waiting = subprocess.run(["docker", "logs", "--tail", "60", controller],
+                                 capture_output=True, text=True, timeout=60, check=False)
+        logs = Path(os.environ.get("WEBGYM_COMPOSE_LOGS", tempfile.mkdtemp(prefix="compose-")))
+        logs.mkdir(parents=True, exist_ok=True)
+        for service in WEBGYM_SERVICES[1:-1]:
+            (logs / f"{service}.log").write_text(compose.logs(service, tail=100_000))
+        say("--- controller ---", waiting.stdout + waiting.stderr, f"every service's log: {logs}")
     iteration_s = time.monotonic() - started
     time.sleep(30)  # history, metrics and replay catch up
     observed = asyncio.run(observe(settings, Options(episodes=EPISODES, replay=True), set(),
@@ -195,7 +211,7 @@ def verdict(compose: Compose, settings: Settings, controller: str, scenario: str
     tail = subprocess.run(["docker", "logs", "--tail", "30", controller], capture_output=True,
                           text=True, timeout=60, check=False)
     subprocess.run(["docker", "rm", "-f", controller], check=False, timeout=60)
-    assert exit_code == "0", tail.stdout + tail.stderr
+    assert exit_code == "0", "\n".join([*result.notes, tail.stdout + tail.stderr])
     assert result.episodes == EPISODES, result.notes
     assert (result.lost, result.duplicated, result.wrong, result.dlq) == (0, 0, 0, 0), \
         "\n".join(result.notes)

@@ -69,6 +69,9 @@ class BrowserSettings(BaseModel):
     settle_max_s: float = Field(2.0, ge=0, description="the longest page-driven settle")
     settle_s: float = Field(0.3, ge=0, description="the fixed settle's sleep")
     wait_action_s: float = Field(5.0, ge=0, description="how long the Wait action waits")
+    action_resend_s: float = Field(
+        60.0, ge=0, description="an observation the policy has not answered in this long is "
+        "published again (the policy answers a step once; 0: never)")
     # Bounded so that an observation with every mark's name at its cap still fits Kafka's
     # request size (a unit test adds up that worst case at this bound).
     max_marks: int = Field(300, ge=1, le=MAX_MARKS)

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from tests.factories import sample_event
+from webgym_common.choices import Driver
 from webgym_common.codec import Codec
 from webgym_common.config import Settings, load_settings
 from webgym_common.events import EpisodeRequested, Event, utc_now
@@ -70,7 +71,7 @@ def request(episode_id: str = "ep-1", deadline_s: float = 60, website: str = "{s
     task = base.task.model_copy(update={"website": website})
     return base.model_copy(update={
         "episode_id": episode_id, "task": task, "max_steps": max_steps,
-        "deadline": utc_now() + timedelta(seconds=deadline_s),
+        "deadline": utc_now() + timedelta(seconds=deadline_s), "driver": Driver.POLICY,
     })
 
 
