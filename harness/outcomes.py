@@ -58,6 +58,8 @@ class Observed:
     # With a replay processor: episode -> the sample ids due (its eligible steps) / published.
     samples_due: dict[str, set[str]] | None = None
     samples: dict[str, list[str]] = field(default_factory=dict)
+    # episode -> observations published again, event id and all (browser.action_resend_s)
+    resent: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -202,6 +204,10 @@ def tally(scenario: str, observed: Observed, allowed_dlq: int = 0) -> Tally:
     if reruns:
         notes.append(f"{sum(reruns.values())} form posts re-sent as re-runs by "
                      f"{len(reruns)} resumed episodes, e.g. {_short(reruns, 2)}")
+    if observed.resent:
+        notes.append(f"{sum(observed.resent.values())} observations published again (no "
+                     f"action in time) by {len(observed.resent)} episodes, e.g. "
+                     f"{_short(observed.resent, 2)}")
     dlq = len(observed.dlq)
     if dlq > allowed_dlq:
         errors = Counter(f"{d.consumer_group}: {d.error[:70]}" for d in observed.dlq)

@@ -4,6 +4,8 @@ prefix, and the sandbox's per-episode post counter.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import httpx
 
 from environments.posts import POSTS_PATH, reference_posts
@@ -20,6 +22,7 @@ from webgym_common.events import (
     IterationStarted,
     ReplaySample,
     RolloutMetrics,
+    StepObserved,
     TaskHistory,
 )
 from webgym_common.stream.deadletters import Letter
@@ -51,6 +54,11 @@ async def observe(settings: Settings, options: Options, injected: set[tuple[str,
     for ev in await read_events(settings, Topic.EPISODES, injected):
         if isinstance(ev, EpisodeRequested):
             obs.episode_task[ev.episode_id] = ev.task.task_id
+    copies = Counter((ev.episode_id, ev.event_id) for ev in await read_events(
+        settings, Topic.OBSERVATIONS, injected) if isinstance(ev, StepObserved))
+    for (episode, _), n in copies.items():
+        if n > 1:  # one event published again (a resumed episode's steps get new ids)
+            obs.resent[episode] = obs.resent.get(episode, 0) + n - 1
     for ev in await read_events(settings, Topic.EPISODES_COMPLETED, injected):
         if isinstance(ev, EpisodeCompleted):
             obs.completed.setdefault(ev.episode_id, []).append(

@@ -125,6 +125,13 @@ def test_rerun_posts_are_reported_apart_from_the_episode_s_own() -> None:
     assert t.wrong == 0 and t.rerun_posts == 2 and "re-sent as re-runs" in t.notes[-1]
 
 
+def test_observations_published_again_are_reported_and_harm_nothing() -> None:
+    o = clean()
+    o.resent = {sorted(o.episode_task)[0]: 2}
+    t = tally("s", o)
+    assert t.clean and "2 observations published again" in t.notes[-1]
+
+
 def test_dead_letters_are_counted_and_explained() -> None:
     o = clean()
     o.dlq = [Letter("c.observations", 0, 5, "no EpisodeRequested arrived in time", "policy",
