@@ -19,7 +19,7 @@ async def open_observed_page(
     context = await pool.new_context()
     await session.attach(context, await context.new_page())
     navs = session.nav_requests
-    page, _ = session.attached
+    page, cdp = session.attached
     await page.goto(url, wait_until="commit")
     await settle(session, page, cfg, navs)
-    return session, context, await observe(*session.attached, cfg)
+    return session, context, await observe(page, cdp, cfg)

@@ -222,9 +222,13 @@ class EpisodeRunner:
             return
         log.warning("episode %s step %d: no action after %g s; its observation is published "
                     "again", session.episode_id, session.step, waited_s)
-        until = min(session.request.deadline.timestamp(),
-                    time.time() + self.cfg.dependency_retry_s)
-        await deliver(self.producer, Topic.OBSERVATIONS, session.episode_id, obs, until)
+        await deliver(self.producer, Topic.OBSERVATIONS, session.episode_id, obs,
+                      self._publish_until(session))
+
+    def _publish_until(self, session: EpisodeSession) -> float:
+        """Until when (epoch s) an observation's upload and publish are tried again."""
+        return min(session.request.deadline.timestamp(),
+                   time.time() + self.cfg.dependency_retry_s)
 
     async def _label_requests(self, session: EpisodeSession, rerun: bool) -> None:
         """The action's requests carry its step (an idempotency key) and the rerun flag."""
@@ -255,8 +259,7 @@ class EpisodeRunner:
         error: str | None, terminal: bool, started: float, instruction: str | None,
     ) -> None:
         fmt = self.cfg.screenshot_format
-        until = min(session.request.deadline.timestamp(),
-                    time.time() + self.cfg.dependency_retry_s)
+        until = self._publish_until(session)
         with session.timings.phase("upload"):
             blob = await retry_until(
                 lambda: self.store.put_blob(obs.screenshot, ScreenshotFormat(fmt).mime), until,
