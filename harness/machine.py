@@ -41,21 +41,34 @@ def describe_machine() -> str:
 
 # What a process is, from its command line (first match wins): the parts of a pipeline run.
 PROCESS_KINDS = (
+    ("playwright driver", re.compile(r"playwright/driver")),  # Node: relays the worker's calls
     ("chromium", re.compile(r"chrom")),
     ("kafka", re.compile(r"java .*kafka|kafka\.Kafka")),
     ("minio", re.compile(r"minio server")),
     ("vllm", re.compile(r"vllm")),
+    ("web sites", re.compile(r"-m environments\b")),  # the sandbox's sites: the environment
     ("browser worker", re.compile(r"worker browser")),
     ("policy", re.compile(r"worker policy")),
     ("evaluator", re.compile(r"worker evaluator")),
     ("other workers", re.compile(r"webgym_cli.* worker ")),
 )
+# The pipeline's own processes: what a step costs besides the environment (Chromium and the
+# sites), the model server and the rest of the machine.
+PIPELINE_KINDS = ("browser worker", "playwright driver", "kafka", "minio", "policy", "evaluator",
+                  "other workers", "controller")
 
 
-def cpu_seconds() -> dict[str, float]:
+def kind_of(cmdline: str) -> str:
+    """The PROCESS_KINDS kind of a command line, else "other"."""
+    return next((k for k, pattern in PROCESS_KINDS if pattern.search(cmdline)), "other")
+
+
+def cpu_seconds(own: str = "other") -> dict[str, float]:
     """CPU seconds used so far (user + system, reaped children included) by each kind of
-    process of PROCESS_KINDS; the rest is "other". Subtract two readings for a run's share."""
+    process of PROCESS_KINDS, this process counted as `own`; the rest is "other". Subtract
+    two readings for a run's share."""
     tick = os.sysconf("SC_CLK_TCK")
+    me = str(os.getpid())
     out: dict[str, float] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -67,11 +80,16 @@ def cpu_seconds() -> dict[str, float]:
             continue
         # stat fields 14-17 (utime stime cutime cstime) are 11-14 after the ")".
         used = sum(int(f) for f in fields[11:15]) / tick
-        kind = next((k for k, pattern in PROCESS_KINDS if pattern.search(cmdline)), "other")
+        kind = own if proc.name == me else kind_of(cmdline)
         out[kind] = out.get(kind, 0.0) + used
     return out
 
 
-def cpu_used_since(before: dict[str, float]) -> dict[str, float]:
-    after = cpu_seconds()
+def pipeline_overhead(cpu_s: dict[str, float]) -> float:
+    """The CPU seconds of the pipeline's own processes (PIPELINE_KINDS) in a reading."""
+    return sum(cpu_s.get(k, 0.0) for k in PIPELINE_KINDS)
+
+
+def cpu_used_since(before: dict[str, float], own: str = "other") -> dict[str, float]:
+    after = cpu_seconds(own)
     return {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
