@@ -36,8 +36,9 @@ console = Console()
 #     x 0.8 s (~15 s each with the scoring); 3 levels, and the broker's warm-up level;
 #   scale ~3.0: per level ~10 s of processes, 3 runs until all scored (4, 13, 25 s), the
 #     topics read back once (~1-4 s);
-#   rollout ~6.5: 3 rounds of an iteration of 96 tasks at 16 contexts (64 s + ~20 s up and
-#     down), the naive loop and the ceiling (20 s each);
+#   rollout ~7.5: a warm-up iteration of 48 tasks (~55 s), 3 rounds of an iteration of 96
+#     tasks at 16 contexts (64 s + ~20 s up and down), the naive loop and the ceiling (20 s
+#     each);
 #   settle ~2, replay ~1.5 (as before; replay was already 3 runs);
 #   decisions ~4.3: two vLLM starts (~35 s each), 3 rounds x 3 levels x (6 s + the last
 #     replies, up to a p99: ~10 s at 16 in flight without caching);
@@ -80,9 +81,12 @@ with its command; each module's docstring says what it measures and how.
   whole pipeline at 16 contexts (Chromium, teacher policy with 0.5 s per decision like a
   model server), against its limit, min(CPU ceiling, contexts / (browser step + latency)),
   and against a naive one-task-at-a-time loop, both measured with the worker's own code in
-  the same run, the three in turn in each of the 3 rounds; then
-  where a step's time went (the events' own timings, `webgym_common.timings`; the monitor's
-  live page shows the same breakdown) and the CPU each process used per step.
+  the same run, the three in turn in each of the 3 rounds, after a warm-up iteration that
+  is not measured (a fresh broker compiles for its first minute); then where a step's time
+  went (the events' own timings, `webgym_common.timings`; the monitor's live page shows
+  the same breakdown) and the CPU each process used per step. *Pipeline overhead* is the
+  pipeline's own CPU per step: everything but the environment (Chromium, the sites), the
+  model server and the rest of the machine.
 - **Settle** (`bench.settle_outcomes`): the page-driven settle (the default) against the
   fixed 0.3 s sleep (`WEBGYM_BROWSER__SETTLE=fixed`) on the same sandbox and MiniWoB++ tasks:
   the same outcomes, less waiting.
@@ -96,6 +100,25 @@ with its command; each module's docstring says what it measures and how.
   full page view (~570 prompt tokens), with vLLM's own CPU LoRA operators (the baseline)
   and with our plugin's (infra/vllm/cpu_lora, the default); a run is one round of 4
   decisions in flight per model.
+
+Where a rollout step's CPU goes after the environment and the model, largest first (the
+rollout's CPU table), and what would remove each:
+
+- **The browser worker and its Playwright driver** (Node), about 40 % of the overhead: every
+  browser call crosses both processes as JSON (Python, then Node, then Chromium), and a step
+  makes several (the action's, the settle's in-page script, a CDP screenshot, the aria
+  snapshot, the title) besides the page's network events. One in-page script that returns
+  the snapshot and the title together, and the screenshot over a CDP connection of the
+  worker's own, would leave the driver out of most of a step.
+- **Kafka**: each step's observation and action are read by several consumer groups, and the
+  policy's and the evaluator's state changes go to changelogs as records of their own. The
+  evaluator's commit interval is not it: 10 s instead of 2.8 s left Kafka's CPU per step
+  where it was. Fewer records per step would: the evaluator taking what it keeps of a step
+  from the observation it already reads, and the policy writing what changed in an
+  episode's context, not all of it.
+- **The policy and the evaluator** (faust): per-record work in faust and aiokafka (decoding,
+  acks, a send per record), and under exactly-once a transactional producer per input
+  partition. Handling the records of a fetch together would share it.
 
 The machine line lists the CPU's vector extensions because the same vLLM server runs
 several times faster with AVX-512 than with AVX2 only. Three findings that set defaults,

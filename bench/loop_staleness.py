@@ -27,7 +27,7 @@ from harness.machine import describe_machine
 from infra import pipeline, stack, trainer_env
 from producers.catalog import load_tasks
 from producers.controller.run import rollout
-from webgym_common.choices import PolicyKind
+from webgym_common.choices import PolicyKind, SamplingStrategy
 from webgym_common.config import Settings, get_settings
 from webgym_common.stream.admin import create_topics
 from webgym_common.stream.bus import EventProducer
@@ -44,7 +44,8 @@ def mode_settings(base: Settings, k: int, max_steps: int, episode_minutes: float
         "infra": base.infra.model_copy(update={"data_dir": data}),
         "policy": base.policy.model_copy(update={"kind": PolicyKind.VLLM}),
         "rollout": base.rollout.model_copy(update={
-            "train": True, "demonstration_share": 0.5, "seed": 11, "strategy": "uniform",
+            "train": True, "demonstration_share": 0.5, "seed": 11,
+            "strategy": SamplingStrategy.UNIFORM,
             # A 135M model rarely answers: cut its episodes, as the loop test does.
             "task_timeout_minutes": episode_minutes, "grace_period_s": 20.0,
             "cancel_wait_s": 20.0}),

@@ -66,6 +66,7 @@ from producers.browser.observe import observe
 from producers.catalog import load_tasks
 from producers.controller.rollout import run_iteration
 from webgym_common.agent.teacher import resolve_reference_action
+from webgym_common.choices import PolicyKind, SamplingStrategy
 from webgym_common.config import Settings, get_settings
 from webgym_common.events import ActionChosen, StepObserved, Task
 from webgym_common.stream.admin import create_topics
@@ -126,9 +127,9 @@ async def via_pipeline(base: Settings, n: int, contexts: int, delay_s: float,
     settings = base.model_copy(update={
         "kafka": base.kafka.model_copy(update={"topic_prefix": prefix}),
         "browser": base.browser.model_copy(update={"contexts": contexts, **(browser or {})}),
-        "policy": base.policy.model_copy(update={"kind": "teacher", "teacher_delay_s": delay_s,
-                                                 "max_inflight": 2 * contexts}),
-        "rollout": base.rollout.model_copy(update={"strategy": "uniform", "seed": 1,
+        "policy": base.policy.model_copy(update={
+            "kind": PolicyKind.TEACHER, "teacher_delay_s": delay_s, "max_inflight": 2 * contexts}),
+        "rollout": base.rollout.model_copy(update={"strategy": SamplingStrategy.UNIFORM, "seed": 1,
                                                    "completion_threshold": 1.0}),
         # Pipeline processes keep their pid files and logs apart from the stack's.
         "infra": base.infra.model_copy(update={"data_dir": data}),
