@@ -83,8 +83,8 @@ TASKS_FILE = Path("environments/tasks/sandbox_tasks.jsonl")
 ROLLOUT_TASKS = Path("environments/tasks/generated_tasks.jsonl")
 PHASES = (*STEP_PHASES, "queue")
 WARM_UP_TASKS = 48
-# The environment (Chromium, the sites), then the pipeline's own processes and their sum,
-# then the rest of the machine; the controller runs in this bench's process.
+# The environment (Chromium, the sites), then the pipeline's own processes (the controller
+# runs in this bench's process); the table adds their sum and the rest of the machine.
 CPU_KINDS = ("chromium", "web sites", *PIPELINE_KINDS)
 CPU_COLUMNS = ["latency", "contexts", *CPU_KINDS, "pipeline overhead", "other"]
 

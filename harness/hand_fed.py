@@ -25,6 +25,21 @@ from webgym_common.stream.bus import EventConsumer, EventProducer
 from webgym_common.topics import Topic
 
 
+def hand_request(url: str, mode: Mode = "set_of_marks", max_steps: int = 20,
+                 timeout_s: float = 120, task_id: str | None = None,
+                 driver: Driver = Driver.POLICY) -> EpisodeRequested:
+    """The request of a test-split episode on `url` whose actions come by hand (a test's or
+    a benchmark's own loop), under a fresh episode id."""
+    episode_id = f"hand-{uuid.uuid4().hex[:10]}"
+    task = Task(task_id=task_id or f"task-{episode_id}", task_name="hand-fed",
+                domain="sandbox-test", website=url, difficulty=1)
+    return EpisodeRequested(
+        episode_id=episode_id, task=task, iteration=0, split="test", max_steps=max_steps,
+        deadline=utc_now() + timedelta(seconds=timeout_s), policy_version="hand",
+        interaction_mode=mode, driver=driver,
+    )
+
+
 class HandFedEpisode:
     """`await ep.start()`, then `await ep.act("Click [3]")`, then `await ep.completed()`.
 
@@ -35,14 +50,8 @@ class HandFedEpisode:
                  mode: Mode = "set_of_marks", max_steps: int = 20, timeout_s: float = 120,
                  task_id: str | None = None, driver: Driver = Driver.POLICY) -> None:
         self.settings, self.producer, self.mode = settings, producer, mode
-        self.episode_id = f"hand-{uuid.uuid4().hex[:10]}"
-        self.task = Task(task_id=task_id or f"task-{self.episode_id}", task_name="hand-fed",
-                         domain="sandbox-test", website=url, difficulty=1)
-        self.request = EpisodeRequested(
-            episode_id=self.episode_id, task=self.task, iteration=0, split="test",
-            max_steps=max_steps, deadline=utc_now() + timedelta(seconds=timeout_s),
-            policy_version="hand", interaction_mode=mode, driver=driver,
-        )
+        self.request = hand_request(url, mode, max_steps, timeout_s, task_id, driver)
+        self.episode_id, self.task = self.request.episode_id, self.request.task
         self.observations: dict[int, StepObserved] = {}
         self.duplicates = 0
         self.completions: list[EpisodeCompleted] = []
