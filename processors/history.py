@@ -11,6 +11,10 @@ offset is committed with a later event, or the event comes again and is skipped.
 score the judge could not give (webgym_common.history.is_judged) is no attempt. A
 score no evaluator could have given (a task that is not in the catalog on webgym.tasks,
 read again when a score names a task it lacks; negative steps) is dead-lettered.
+Kafka down is waited out, never skipped.
+
+The handler (`on_scored`: the event and its task's history in, effects out) decides;
+webgym_common.stream.handlers.handle_each publishes, remembers and commits.
 
 State survives restarts without a store of its own: before folding anything on
 partitions it has just been given, a worker reads webgym.task-history to its end,
@@ -29,12 +33,14 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Container
+from functools import partial
 
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeScored, TaskHistory, utc_now
 from webgym_common.history import attempt_level, is_judged, is_success, load_task_history
 from webgym_common.lifecycle import run_until_signalled
-from webgym_common.stream.bus import EventConsumer, EventProducer, Ownership, commit_bounded
+from webgym_common.stream.bus import EventConsumer, EventProducer, Ownership
+from webgym_common.stream.handlers import NOTHING, Effects, Memory, Origin, Publish, handle_each
 from webgym_common.stream.readers import read_compacted
 from webgym_common.topics import Group, Topic, group_id
 from webgym_common.versions import is_demonstration_version
@@ -97,54 +103,43 @@ class Catalog:
         return self.task_ids
 
 
+async def on_scored(catalog: Catalog, scored: EpisodeScored, history: TaskHistory | None,
+                    origin: Origin) -> Effects[TaskHistory]:
+    """Refuse the score, or fold it into the task's history and publish that."""
+    if (why := refusal(scored, await catalog.holding(scored.task_id))) is not None:
+        return Effects(refuse=why)
+    updated = fold(history, scored)
+    if updated is None:
+        log.info("history: episode %s not counted (counted already, or the judge failed)",
+                 scored.episode_id)
+        return NOTHING
+    log.info("history %s: %d/%d, level %d (episode %s)", updated.task_id, updated.successes,
+             updated.attempts, updated.attempt_level, scored.episode_id)
+    return Effects([Publish(Topic.TASK_HISTORY, scored.task_id, updated)], updated)
+
+
 async def fold_scored_episodes(settings: Settings) -> None:
     async with EventProducer(settings, client_id="history") as producer:
         ownership = Ownership("history")
         consumer = EventConsumer(settings, [Topic.EPISODES_SCORED],
                                  group_id(settings.kafka, Group.HISTORY), producer,
                                  client_id="history", listener=ownership)
+
+        async def rebuild() -> dict[str, TaskHistory]:
+            state = await load_task_history(settings, producer)
+            log.info("task history: %d tasks rebuilt from %s", len(state),
+                     producer.topic(Topic.TASK_HISTORY))
+            return state
+
+        catalog = Catalog(lambda: task_ids(settings, producer))
         async with consumer:
-            await fold_events(consumer, producer, ownership,
-                              lambda: load_task_history(settings, producer),
-                              Catalog(lambda: task_ids(settings, producer)),
+            await handle_each(consumer, producer, EpisodeScored, lambda s: s.task_id,
+                              partial(on_scored, catalog), Memory(rebuild, ownership),
                               settings.kafka.request_timeout_ms / 1000)
 
 
 async def task_ids(settings: Settings, producer: EventProducer) -> set[str]:
     return set(await read_compacted(settings, Topic.TASKS, producer))
-
-
-async def fold_events(consumer: EventConsumer, producer: EventProducer, ownership: Ownership,
-                      rebuild: Callable[[], Awaitable[dict[str, TaskHistory]]],
-                      catalog: Catalog, commit_timeout_s: float) -> None:
-    state: dict[str, TaskHistory] = {}
-    async for received in consumer.events():
-        # consume: a record of a partition that moved away mid-batch is its new owner's
-        if received.tp not in consumer.consumer.assignment():
-            continue
-        if ownership.stale:  # rebuild before folding anything into a stale state
-            ownership.stale = False
-            state = await rebuild()
-            log.info("task history: %d tasks rebuilt from %s", len(state),
-                     producer.topic(Topic.TASK_HISTORY))
-        scored = received.event
-        if isinstance(scored, EpisodeScored) and (why := refusal(
-                scored, await catalog.holding(scored.task_id))) is not None:
-            await consumer.refuse(received, why)
-        elif isinstance(scored, EpisodeScored):
-            # decide
-            updated = fold(state.get(scored.task_id), scored)
-            # publish, then remember; a crash in between is undone by the rebuild
-            if updated is not None:
-                await producer.publish(Topic.TASK_HISTORY, scored.task_id, updated)
-                state[scored.task_id] = updated
-                log.info("history %s: %d/%d, level %d (episode %s)", updated.task_id,
-                         updated.successes, updated.attempts, updated.attempt_level,
-                         scored.episode_id)
-            else:
-                log.info("history: episode %s not counted (counted already, or the judge "
-                         "failed)", scored.episode_id)
-        await commit_bounded(consumer, received, commit_timeout_s)
 
 
 async def run_history_worker(settings: Settings) -> None:

@@ -1,6 +1,6 @@
 """The policy's memory: one entry per episode in a faust table whose changelog is in Kafka.
 
-Delivery: an entry is written down durably (`remember` returns once the broker has
+Delivery: an entry is written down durably (`put` returns once the broker has
 acknowledged its changelog record, webgym_common.stream.faust_app.put_durably), so whatever
 follows it — an action published, an observation acked — never stands without it.
 The table is co-partitioned with the policy's sources by episode id: a restarted or
@@ -9,19 +9,18 @@ rebalanced processor recovers the entries of the partitions it takes.
 
 from __future__ import annotations
 
+import time
+
 import faust
 
 from processors.policy.decisions import (
-    Ended,
     Entry,
+    Live,
     entry_from_json,
     entry_to_json,
     expired_ended,
-    live_from_request,
 )
-from processors.policy.retry import retried
 from webgym_common.config import Settings
-from webgym_common.events import EpisodeRequested
 from webgym_common.stream.faust_app import faust_table, put_durably
 from webgym_common.topics import StateTable, Topic, topic_specs
 
@@ -33,7 +32,6 @@ class Contexts:
         self.app = app
         self.table = faust_table(app, settings.kafka, StateTable.POLICY_CONTEXTS)
         self.timeout_s = settings.kafka.request_timeout_ms / 1000
-        self.max_backoff_s = settings.policy.retry_max_backoff_s
         # Ended entries are kept as long as their episodes' observations can be re-read.
         self.ended_ttl_ms = topic_specs(settings.kafka)[Topic.OBSERVATIONS].retention_ms
         self.purged_at: dict[int, int] = {}  # partition -> when its old Ended entries went
@@ -42,15 +40,20 @@ class Contexts:
         data = self.table.get(episode_id)
         return entry_from_json(data) if data is not None else None
 
-    async def remember(self, episode_id: str, entry: Entry, partition: int) -> bool:
-        """Write the entry down (True once the broker has it): see the module's story."""
-        return await put_durably(self.app, self.table, episode_id, entry_to_json(entry),
-                                 partition, self.timeout_s)
+    get = entry_of  # the handlers' state (webgym_common.stream.reliable.TableState)
 
-    async def remembered(self, episode_id: str, entry: Entry, partition: int) -> None:
-        """remember(), tried again for as long as Kafka does not take it."""
-        await retried(lambda: self.remember(episode_id, entry, partition),
-                      f"{episode_id} entry", lambda _: True, self.max_backoff_s)
+    async def put(self, episode_id: str, entry: Entry | None, partition: int) -> bool:
+        """Write the entry down (True once the broker has it): see the module's story."""
+        if entry is None:
+            raise ValueError(f"{episode_id}: the policy forgets entries by purging them")
+        writing = time.perf_counter()
+        written = await put_durably(self.app, self.table, episode_id, entry_to_json(entry),
+                                    partition, self.timeout_s)
+        if isinstance(entry, Live) and entry.pending is not None:
+            # Telemetry on the action about to be published (the same object): the copy
+            # written down lacks it, which a republish can live with.
+            entry.pending.action.timings_ms["remember"] = (time.perf_counter() - writing) * 1000
+        return written
 
     def purge(self, partition: int, now_ms: int) -> None:
         """Drop `partition`'s Ended entries past their time (at most once a minute)."""
@@ -60,15 +63,3 @@ class Contexts:
         for key in expired_ended(list(self.table.items()), partition, now_ms,
                                  self.ended_ttl_ms):
             del self.table[key]
-
-    async def start(self, req: EpisodeRequested, partition: int) -> None:
-        """A new episode's Live entry (a live or ended one stays as it is)."""
-        if req.episode_id not in self.table:
-            await self.remembered(req.episode_id, live_from_request(req), partition)
-
-    async def end(self, episode_id: str, partition: int, now_ms: int) -> bool:
-        """The episode's Ended entry; False if it had one already."""
-        if isinstance(self.entry_of(episode_id), Ended):
-            return False
-        await self.remembered(episode_id, Ended(now_ms, partition), partition)
-        return True

@@ -18,8 +18,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from faust.types import TP
+
 from processors.policy.decisions import Entry, Verdict, request_may_come, triage
 from webgym_common.events import StepObserved
+from webgym_common.stream.handlers import Origin
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +65,14 @@ class RequestWatch:
         async with self.arrivals:
             self.arrivals.notify_all()
 
-    async def triaged(self, message: Any, obs: StepObserved,
+    async def triaged(self, origin: Origin, obs: StepObserved,
                       entry_of: Callable[[str], Entry | None], owned: Callable[[Any], bool]
                       ) -> tuple[Verdict, str, Entry | None]:
-        """What to do with the observation in `message`, once its request is read or cannot come."""
-        requests_tp = message.tp._replace(topic=self.episodes_topic)
-        obs_ms = min(int(message.timestamp * 1000), now_ms())  # a future timestamp waits not
+        """What to do with the observation read at `origin`, once its request is read or
+        cannot come."""
+        tp = TP(origin.topic, origin.partition)
+        requests_tp = TP(self.episodes_topic, origin.partition)
+        obs_ms = min(origin.timestamp_ms, now_ms())  # a future timestamp waits not
         end: int | None = None
         end_at: int | None = None
         told = False  # a wait past the grace is logged once: a silent wait reads as a hang
@@ -78,7 +83,7 @@ class RequestWatch:
             verdict, why = triage(obs, entry, now_ms(), may_come)
             if verdict is not Verdict.WAIT:
                 return verdict, why, entry
-            if not owned(message.tp):
+            if not owned(tp):
                 return Verdict.SKIP, "its partition moved to another worker", None
             if end is None and now_ms() >= obs_ms + self.grace_ms:
                 at = now_ms()  # the end as of now, when a request would long be published

@@ -24,6 +24,9 @@ know yet). A task the guard refuses, or one the catalog still does not know afte
 gives no samples (logged, not dead-lettered: the event is sound, its task may not train).
 
 No state of its own: each episode is decided alone, so workers share partitions freely.
+The handler (`Replayer.replay`: the episode and whether this run replayed it in, effects
+out) decides; webgym_common.stream.handlers.handle_each publishes, dead-letters, remembers
+and commits.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ from typing import Protocol, TypeVar
 import urllib3
 from aiokafka.errors import KafkaError
 from minio.error import S3Error
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential
 
 from processors.replay_buffer.decisions import KeptStep, replay_sample, training_steps
 from webgym_common.config import ReplaySettings, Settings
@@ -52,20 +54,15 @@ from webgym_common.objectstore import (
     parse_uri,
 )
 from webgym_common.replay_prompts import BlobReader, PromptError, chat_messages
-from webgym_common.stream.bus import (
-    EventConsumer,
-    EventProducer,
-    Ownership,
-    Received,
-    commit_bounded,
-)
+from webgym_common.stream import handlers
+from webgym_common.stream.bus import EventConsumer, EventProducer, Ownership
+from webgym_common.stream.handlers import NOTHING, Effects, Memory, Origin, Publish, handle_each
 from webgym_common.stream.readers import read_compacted
 from webgym_common.topics import Group, Topic, group_id
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-RETRY_MAX_S = 10.0
 REMEMBERED = 100_000  # episodes replayed in this run: redeliveries of them are skipped
 CATALOG_REREAD_S = 5.0  # an unknown task reads the catalog again, at most this often
 
@@ -81,18 +78,8 @@ def transient(err: BaseException) -> bool:
 
 
 async def persistently(what: str, call: Callable[[], Awaitable[T]]) -> T:
-    """`call` until it stops failing for a passing reason; other failures are raised."""
-    def warn(state: RetryCallState) -> None:
-        err = state.outcome.exception() if state.outcome else None
-        log.warning("replay: %s failed (%r); trying again in %.1f s", what, err,
-                    state.upcoming_sleep)
-
-    async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=0.2, max=RETRY_MAX_S),
-                                       retry=retry_if_exception(transient), before_sleep=warn,
-                                       reraise=True):
-        with attempt:
-            return await call()
-    raise AssertionError("unreachable: tenacity reraises")
+    """`call` until it stops failing for a passing reason (see `transient`)."""
+    return await handlers.persistently(f"replay: {what}", call, transient)
 
 
 class Catalog(Protocol):
@@ -120,34 +107,29 @@ class TopicCatalog:
 
 
 class Replayer:
-    def __init__(self, cfg: ReplaySettings, store: BlobReader, producer: EventProducer,
-                 group: str, catalog: Catalog) -> None:
-        self.cfg, self.store, self.producer, self.group = cfg, store, producer, group
-        self.catalog = catalog
+    def __init__(self, cfg: ReplaySettings, store: BlobReader, catalog: Catalog) -> None:
+        self.cfg, self.store, self.catalog = cfg, store, catalog
 
-    async def replay(self, received: Received, scored: EpisodeScored) -> int:
-        """Publish the episode's samples (and a dead letter for steps that cannot be)."""
+    async def replay(self, scored: EpisodeScored, replayed: bool | None,
+                     origin: Origin) -> Effects[bool]:
+        """The episode's samples to publish (and a dead letter for steps that cannot be)."""
+        if replayed:
+            log.info("replay: episode %s replayed already in this run", scored.episode_id)
+            return NOTHING
         kept = training_steps(scored, self.cfg)
         if kept and (leaks := (await self.catalog.guard_for(scored.task_id)).reasons(
                 scored.task_id)):
             log.warning("replay %s: none of its %d steps kept, its task may not train: %s",
                         scored.episode_id, len(kept), "; ".join(leaks))
-            return 0
+            return Effects(state=True)
         made = await asyncio.gather(*(self.sample(scored, k) for k in kept))
         samples = [s for s in made if isinstance(s, ReplaySample)]
-        await asyncio.gather(*(self.publish(s) for s in samples))
-        if problems := [p for p in made if isinstance(p, str)]:
-            error = "; ".join(problems)
-            await persistently(f"dead-lettering {scored.episode_id}",
-                               lambda: self.producer.refuse(received, error, self.group))
-        log.info("replay %s (reward %.2f): %d of %d steps kept, %d samples published",
+        problems = [p for p in made if isinstance(p, str)]
+        log.info("replay %s (reward %.2f): %d of %d steps kept, %d samples to publish",
                  scored.episode_id, scored.reward, len(kept), len(scored.trajectory),
                  len(samples))
-        return len(samples)
-
-    async def publish(self, sample: ReplaySample) -> None:
-        await persistently(f"publishing {sample.sample_id}", lambda: self.producer.publish(
-            Topic.REPLAY, sample.sample_id, sample))
+        return Effects([Publish(Topic.REPLAY, s.sample_id, s) for s in samples], True,
+                       "; ".join(problems) or None)
 
     async def sample(self, scored: EpisodeScored, kept: KeptStep) -> ReplaySample | str:
         """The step's sample, or why it cannot be made (for the dead letter)."""
@@ -169,28 +151,11 @@ async def replay_scored_episodes(settings: Settings) -> None:
         consumer = EventConsumer(settings, [Topic.EPISODES_SCORED], group, producer,
                                  client_id="replay", listener=Ownership("replay"))
         async with consumer:
-            replayer = Replayer(settings.replay, ObjectStore(settings.s3), producer, group,
+            replayer = Replayer(settings.replay, ObjectStore(settings.s3),
                                 TopicCatalog(settings, producer))
-            await replay_events(consumer, replayer, settings.kafka.request_timeout_ms / 1000)
-
-
-async def replay_events(consumer: EventConsumer, replayer: Replayer,
-                        commit_timeout_s: float) -> None:
-    replayed: dict[str, None] = {}  # insertion-ordered: the oldest is forgotten first
-    async for received in consumer.events():
-        # consume: a record of a partition that moved away mid-batch is its new owner's
-        if received.tp not in consumer.consumer.assignment():
-            continue
-        scored = received.event
-        if isinstance(scored, EpisodeScored) and scored.episode_id not in replayed:
-            # decide and publish
-            await replayer.replay(received, scored)
-            replayed[scored.episode_id] = None
-            if len(replayed) > REMEMBERED:
-                del replayed[next(iter(replayed))]
-        elif isinstance(scored, EpisodeScored):
-            log.info("replay: episode %s replayed already in this run", scored.episode_id)
-        await commit_bounded(consumer, received, commit_timeout_s)
+            await handle_each(consumer, producer, EpisodeScored, lambda s: s.episode_id,
+                              replayer.replay, Memory(bound=REMEMBERED),
+                              settings.kafka.request_timeout_ms / 1000)
 
 
 async def run_replay_worker(settings: Settings) -> None:

@@ -38,6 +38,7 @@ CALLS = {
     "ReliableApp": READ,  # a faust app's sources
     "faust_topic": READ,  # an agent's input; a write when the code sends on it
     "publish": WRITE,  # EventProducer.publish
+    "Publish": WRITE,  # webgym_common.stream.handlers: a record in a handler's effects
     "deliver": WRITE,  # producers.browser.retries: publish until a deadline
     "emit": WRITE,  # processors.evaluator.scoring: into the transaction's outbox
     "topic": NEITHER,  # EventProducer.topic: the full name, for a log line

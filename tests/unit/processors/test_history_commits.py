@@ -4,16 +4,18 @@ attempt, and dead-letters scores no evaluator could have given."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 
 from aiokafka import TopicPartition
 from aiokafka.errors import CommitFailedError
 
-from processors.history import Catalog, fold, fold_events, refusal
+from processors.history import Catalog, fold, on_scored, refusal
 from tests.unit.scored import scored
-from webgym_common.events import Event, TaskHistory
+from webgym_common.events import EpisodeScored, Event, TaskHistory
 from webgym_common.history import JUDGE_FAILED
 from webgym_common.stream.bus import Ownership, Received
+from webgym_common.stream.handlers import Memory, handle_each
 
 TP = TopicPartition("t.scored", 0)
 
@@ -59,6 +61,15 @@ class FakeProducer:
         self.published.append(event)
 
 
+async def fold_events(consumer: FakeConsumer, producer: FakeProducer,
+                      rebuild: Callable[[], Awaitable[dict[str, TaskHistory]]],
+                      catalog: Catalog) -> None:
+    """The history worker's loop over fakes of its consumer and producer."""
+    await handle_each(consumer, producer, EpisodeScored, lambda s: s.task_id,  # type: ignore[arg-type]
+                      partial(on_scored, catalog), Memory(rebuild, Ownership("history")),
+                      commit_timeout_s=0.05)
+
+
 async def test_the_fold_survives_a_commit_timeout_and_a_failed_commit() -> None:
     events = [scored("e1", reward=1.0), scored("e2"), scored("e3", reward=1.0)]
     consumer, producer = FakeConsumer(list(events)), FakeProducer()
@@ -66,8 +77,7 @@ async def test_the_fold_survives_a_commit_timeout_and_a_failed_commit() -> None:
     async def rebuild() -> dict[str, TaskHistory]:
         return {}
 
-    await fold_events(consumer, producer, Ownership("history"), rebuild, catalog_of("task-1"),  # type: ignore[arg-type]
-                      commit_timeout_s=0.05)
+    await fold_events(consumer, producer, rebuild, catalog_of("task-1"))
     assert consumer.commits == [0, 1, 2]  # every event was folded, then committed
     assert [(h.attempts, h.successes) for h in producer.published] == [(1, 1), (2, 1), (3, 2)]
 
@@ -107,8 +117,7 @@ async def test_refused_scores_are_dead_lettered_committed_and_not_counted() -> N
         return {}
 
     catalog = Catalog(load)
-    await fold_events(consumer, producer, Ownership("history"), rebuild, catalog,  # type: ignore[arg-type]
-                      commit_timeout_s=0.05)
+    await fold_events(consumer, producer, rebuild, catalog)
     # task-2 was loaded after the first read, but within CATALOG_REFRESH_S: not read again.
     assert [o for o, _ in consumer.refused] == [1, 2] and len(loads) == 1
     assert consumer.commits == [0, 1, 2]  # refused ones are committed too

@@ -16,6 +16,7 @@ from processors.policy.waiting import RequestWatch
 from webgym_common.agent.prompts import EpisodeContext
 from webgym_common.events import StepObserved, Viewport
 from webgym_common.stream.faust_app import InOrderAcks
+from webgym_common.stream.handlers import Origin
 
 
 class TP(NamedTuple):
@@ -38,6 +39,11 @@ class RequestEvent:
         pass
 
 
+def at(timestamp: float) -> Origin:
+    """Where an observation was read: partition 2, at `timestamp` (seconds)."""
+    return Origin("t.observations", 2, 0, int(timestamp * 1000))
+
+
 OBS = StepObserved(episode_id="ep", task_id="t", step=0, url="http://x/",
                    viewport=Viewport(width=1, height=1))
 EPISODES = TP("t.episodes", 2)
@@ -52,7 +58,7 @@ def watch(end: int, grace_s: float = 30) -> RequestWatch:
 async def test_an_hour_old_observation_waits_for_its_request_then_is_decided() -> None:
     w, table = watch(end=10), {}
     w.starting_at({EPISODES: 3})  # requests from 3 on are not read yet
-    old = Message(TP("t.observations", 2), time.time() - 3600)
+    old = at(time.time() - 3600)
     waiting = asyncio.create_task(w.triaged(old, OBS, table.get, lambda tp: True))
     await asyncio.sleep(0.05)
     assert not waiting.done()  # not skipped by age: the request may be among 3..9
@@ -65,7 +71,7 @@ async def test_an_hour_old_observation_waits_for_its_request_then_is_decided() -
 async def test_an_observation_whose_request_cannot_come_any_more_is_an_orphan() -> None:
     w, table = watch(end=10), {}
     w.starting_at({EPISODES: 3})
-    old = Message(TP("t.observations", 2), time.time() - 3600)
+    old = at(time.time() - 3600)
     waiting = asyncio.create_task(w.triaged(old, OBS, table.get, lambda tp: True))
     await w.read(EPISODES, 10)  # read to the end it had: the request is not there
     verdict, _, _ = await asyncio.wait_for(waiting, 3)
@@ -75,7 +81,7 @@ async def test_an_observation_whose_request_cannot_come_any_more_is_an_orphan() 
 async def test_ended_episodes_are_skipped_and_moved_partitions_let_go() -> None:
     w = watch(end=0)
     table: dict[str, Entry] = {"ep": Ended(1, 2)}
-    fresh = Message(TP("t.observations", 2), time.time())
+    fresh = at(time.time())
     assert (await w.triaged(fresh, OBS, table.get, lambda tp: True))[0] is Verdict.SKIP
     verdict, why, _ = await asyncio.wait_for(w.triaged(fresh, OBS, {}.get, lambda tp: False), 2)
     assert verdict is Verdict.SKIP and "moved" in why
@@ -88,7 +94,7 @@ async def test_a_request_done_out_of_order_does_not_orphan_an_earlier_one_in_fli
     ep_request, other = (acks.arrived(RequestEvent(Message(EPISODES, 0, o)))  # type: ignore[arg-type]
                          for o in (8, 9))
     waiting = asyncio.create_task(w.triaged(
-        Message(TP("t.observations", 2), time.time() - 60), OBS, table.get, lambda tp: True))
+        at(time.time() - 60), OBS, table.get, lambda tp: True))
     acks.done(other)
     await w.read(EPISODES, acks.done_below(EPISODES))
     await asyncio.sleep(1.2)  # the watch has measured the end (10) and looked again
@@ -106,7 +112,7 @@ async def test_a_wait_past_the_grace_is_logged_once_with_where_the_requests_stan
     # how far its requests are read and the end offset they must reach.
     w, table = watch(end=10), {}
     w.starting_at({EPISODES: 3})
-    old = Message(TP("t.observations", 2), time.time() - 3600)
+    old = at(time.time() - 3600)
     with caplog.at_level(logging.INFO, logger="processors.policy.waiting"):
         waiting = asyncio.create_task(w.triaged(old, OBS, table.get, lambda tp: True))
         for _ in range(3):

@@ -12,8 +12,7 @@ from aiokafka import TopicPartition
 from aiokafka.errors import KafkaConnectionError
 from minio.error import S3Error
 
-from processors.replay_buffer import app as replay
-from processors.replay_buffer.app import Replayer, replay_events, transient
+from processors.replay_buffer.app import REMEMBERED, Replayer, transient
 from tests.factories import sample_event
 from tests.unit.scored import scored
 from webgym_common.codec import Codec
@@ -28,7 +27,9 @@ from webgym_common.events import (
 )
 from webgym_common.leaks import LeakGuard
 from webgym_common.objectstore import BlobMismatch, ObjectStoreError
+from webgym_common.stream import handlers
 from webgym_common.stream.bus import EventProducer, Received
+from webgym_common.stream.handlers import Memory, handle_each
 from webgym_common.topics import Topic
 
 TP = TopicPartition("t.episodes.scored", 0)
@@ -47,10 +48,10 @@ def episode(episode_id: str, steps: int = 2, reward: float = 1.0) -> EpisodeScor
 
 
 class FakeConsumer:
-    def __init__(self, events: list[Event], log: list[str]) -> None:
+    def __init__(self, events: list[Event], log: list[str], producer: FakeProducer) -> None:
         self.received = [Received(TP.topic, TP.partition, i, "task", e, 0)
                          for i, e in enumerate(events)]
-        self.log = log
+        self.log, self.producer = log, producer
         self.consumer = self  # for `consumer.consumer.assignment()`
 
     def assignment(self) -> set[TopicPartition]:
@@ -62,6 +63,9 @@ class FakeConsumer:
 
     async def commit(self, received: Received) -> None:
         self.log.append(f"commit {received.offset}")
+
+    async def refuse(self, received: Received, error: str) -> None:
+        await self.producer.refuse(received, error, "g")
 
 
 class FakeProducer:
@@ -125,9 +129,10 @@ def run(events: list[Event], store: FakeStore, fail_publishes: int = 0,
         cfg: ReplaySettings | None = None) -> tuple[list[str], FakeProducer]:
     log: list[str] = []
     producer = FakeProducer(log, fail_publishes)
-    replayer = Replayer(cfg or ReplaySettings(), store, producer, "g",  # type: ignore[arg-type]
-                        FixedCatalog())
-    asyncio.run(replay_events(FakeConsumer(events, log), replayer, 1.0))  # type: ignore[arg-type]
+    replayer = Replayer(cfg or ReplaySettings(), store, FixedCatalog())
+    asyncio.run(handle_each(FakeConsumer(events, log, producer), producer,  # type: ignore[arg-type]
+                            EpisodeScored, lambda s: s.episode_id, replayer.replay,
+                            Memory(bound=REMEMBERED), 1.0))
     return log, producer
 
 
@@ -191,7 +196,7 @@ def test_a_prompt_uri_that_is_no_s3_reference_is_dead_lettered_not_retried() -> 
 
 
 def test_minio_and_kafka_down_are_waited_out_never_skipped(monkeypatch: Any) -> None:
-    monkeypatch.setattr(replay, "RETRY_MAX_S", 0.01)
+    monkeypatch.setattr(handlers, "RETRY_MAX_S", 0.01)
     store = FakeStore(prompts("e1"), down={"s3://b/e1-0": 2})
     log, _ = run([episode("e1")], store, fail_publishes=3)
     assert sorted(log[:2]) == ["replay e1:0", "replay e1:1"] and log[2:] == ["commit 0"]

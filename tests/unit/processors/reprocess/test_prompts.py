@@ -13,7 +13,6 @@ from collections import Counter
 import pytest
 from minio.error import S3Error
 
-from processors.replay_buffer import app
 from processors.replay_buffer.app import Replayer
 from processors.replay_buffer.decisions import KeptStep
 from processors.reprocess.prompts import PromptReads, by_reference, inline, samples
@@ -22,6 +21,7 @@ from webgym_common.config import load_settings
 from webgym_common.events import ReplaySample
 from webgym_common.objectstore import ObjectStoreError
 from webgym_common.replay_prompts import resolve
+from webgym_common.stream import handlers
 
 A = "s3://webgym/sha256/aa/aaaa.json"
 B = "s3://webgym/sha256/bb/bbbb.json"
@@ -55,7 +55,7 @@ class FakeStore:
 
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app, "RETRY_MAX_S", 0.0)
+    monkeypatch.setattr(handlers, "RETRY_MAX_S", 0.0)
 
 
 def kept(step: int, uri: str) -> KeptStep:
@@ -116,8 +116,7 @@ async def test_by_reference_resolves_to_the_replay_processors_messages_or_is_lef
     blobs = {A: good.encode(), B: b"not json", NAMED: good.encode()}
     steps = [kept(0, A), kept(1, A), kept(2, B), kept(3, missing), kept(5, NAMED)]
     episode = scored("e1", reward=1.0)
-    replayer = Replayer(load_settings().replay, FakeStore(blobs=blobs), None, "g",  # type: ignore[arg-type]
-                        None)  # type: ignore[arg-type]
+    replayer = Replayer(load_settings().replay, FakeStore(blobs=blobs), None)  # type: ignore[arg-type]
     inline_made = [await replayer.sample(episode, k) for k in steps]
     store = FakeStore(blobs=blobs)
     made = await samples(PromptReads(store), [(episode, k) for k in steps])

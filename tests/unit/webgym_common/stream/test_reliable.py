@@ -1,6 +1,6 @@
-"""reliable.py: what `ReliableApp.each` does with each record — handle, dead-letter, ack in
-order, one handler per key — on fake streams (the real ones: tests/integration/test_policy.py
-and the chaos suite)."""
+"""reliable.py: what `ReliableApp.each` does with each record — handle, apply its effects,
+dead-letter, ack in order, one handler per turn — on fake streams (the real ones:
+tests/integration/test_policy.py and the chaos suite)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tests.unit.webgym_common.stream.test_faust_app import SeekingApp
 from webgym_common.config import load_settings
 from webgym_common.events import CancelEpisode, Event, StepObserved
 from webgym_common.stream.faust_app import EMPTY_VALUE, FirstReads, Undecodable, make_faust_app
+from webgym_common.stream.handlers import NOTHING, Effects, Origin, Publish
 from webgym_common.stream.reliable import OneAtATime, ReliableApp
 from webgym_common.topics import Group, Topic
 
@@ -29,6 +30,7 @@ class Message:
     offset: int
     partition: int = 2
     acked: list[int] = field(default_factory=list)
+    timestamp: float = 0.0  # seconds, as faust's
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -65,9 +67,37 @@ class Reliable(ReliableApp):
         super().__init__(make_faust_app(SETTINGS, Group.POLICY), SETTINGS, [Topic.OBSERVATIONS])
         self.letters: list[tuple[int, str]] = []
 
+        self.sent: list[tuple[Publish, int]] = []
+        self.log: list[str] = []
+
         async def keep(message: Any, error: str) -> None:
             self.letters.append((message.offset, error))
+            self.log.append(f"refuse {message.offset}")
         self.dead_letters = keep
+
+    async def send(self, out: Publish, partition: int) -> bool:
+        self.sent.append((out, partition))
+        self.log.append(f"publish {out.key}")
+        return True
+
+
+class FakeTable:
+    """A state table whose first `fail` writes time out (Kafka slow)."""
+
+    def __init__(self, log: list[str], fail: int = 0) -> None:
+        self.data: dict[str, str] = {}
+        self.log, self.fail = log, fail
+
+    def get(self, key: str) -> str | None:
+        return self.data.get(key)
+
+    async def put(self, key: str, state: str | None, partition: int) -> bool:
+        if self.fail:
+            self.fail -= 1
+            raise TimeoutError("the changelog write timed out")
+        self.data[key] = state or ""
+        self.log.append(f"put {key}={state}@{partition}")
+        return True
 
 
 async def test_each_handles_one_type_dead_letters_poison_and_acks_every_record_in_order() -> None:
@@ -75,8 +105,9 @@ async def test_each_handles_one_type_dead_letters_poison_and_acks_every_record_i
     obs, chosen = sample_event("StepObserved"), sample_event("ActionChosen")
     stream = FakeStream(obs, Undecodable("bad bytes"), chosen, None, obs)
 
-    async def handle(event: Any, value: StepObserved) -> None:
-        handled.append((event.message.offset, value))
+    async def handle(value: StepObserved, state: None, at: Origin) -> Effects[None]:
+        handled.append((at.offset, value))
+        return NOTHING
 
     await reliable.each(stream, StepObserved, handle)  # type: ignore[arg-type]
     assert handled == [(0, obs), (4, obs)]
@@ -92,8 +123,9 @@ async def test_the_topics_other_event_types_are_acked_untouched() -> None:
     start, cancel = sample_event("IterationStarted"), sample_event("CancelEpisode")
     stream = FakeStream(start, cancel, topic="t7.control")
 
-    async def handle(event: Any, value: Event) -> None:
+    async def handle(value: Event, state: None, at: Origin) -> Effects[None]:
         handled.append(value)
+        return NOTHING
 
     await reliable.each(stream, CancelEpisode, handle)  # type: ignore[arg-type]
     assert handled == [cancel] and not reliable.letters and stream.acked == [0, 1]
@@ -103,10 +135,11 @@ async def test_a_handler_that_raises_dead_letters_its_record_and_the_rest_go_on(
     reliable, seen = Reliable(), []
     obs = sample_event("StepObserved")
 
-    async def handle(event: Any, value: StepObserved) -> None:
-        if event.message.offset == 1:
+    async def handle(value: StepObserved, state: None, at: Origin) -> Effects[None]:
+        if at.offset == 1:
             raise KeyError("boom")
-        seen.append(event.message.offset)
+        seen.append(at.offset)
+        return NOTHING
 
     async def after(event: Any) -> None:
         seen.append(f"after {event.message.offset}")
@@ -123,16 +156,51 @@ async def test_records_of_one_key_are_handled_one_at_a_time_by_concurrent_actors
     obs = sample_event("StepObserved")
     streams = [FakeStream(obs), FakeStream(obs)]  # the same record handed to two actors
 
-    async def handle(event: Any, value: StepObserved) -> None:
+    async def handle(value: StepObserved, state: None, at: Origin) -> Effects[None]:
         nonlocal most
-        inside.add(id(event))
+        inside.add(at)
         most = max(most, len(inside))
         await asyncio.sleep(0.02)
-        inside.discard(id(event))
+        inside.discard(at)
+        return NOTHING
 
     await asyncio.gather(*(reliable.each(s, StepObserved, handle,  # type: ignore[arg-type]
-                                         key=lambda o: o.episode_id) for s in streams))
+                                         turn=lambda o: o.episode_id) for s in streams))
     assert most == 1 and reliable.in_turn.busy() == 0
+
+
+async def test_the_state_is_written_down_before_the_records_go_out_on_the_inputs_partition(
+) -> None:
+    reliable = Reliable()
+    table, obs = FakeTable(reliable.log, fail=1), sample_event("StepObserved")
+    chosen = sample_event("ActionChosen")
+
+    async def handle(value: StepObserved, state: str | None, at: Origin) -> Effects[str]:
+        # the second record of the key sees what the first wrote down
+        return Effects([Publish(Topic.ACTIONS, value.episode_id, chosen)],
+                       f"{state or ''}+{at.offset}", "odd" if at.offset else None)
+
+    stream = FakeStream(obs, obs)
+    await reliable.each(stream, StepObserved, handle,  # type: ignore[arg-type]
+                        key=lambda o: o.episode_id, state=table)
+    ep = obs.episode_id
+    assert reliable.log == [f"put {ep}=+0@2", f"publish {ep}",  # the first put timed out once
+                            "refuse 1", f"put {ep}=+0+1@2", f"publish {ep}"]
+    assert [p for _, p in reliable.sent] == [2, 2] and stream.acked == [0, 1]
+
+
+async def test_a_state_that_cannot_be_written_in_time_publishes_nothing() -> None:
+    reliable = Reliable()
+    table, obs = FakeTable(reliable.log, fail=1), sample_event("StepObserved")
+
+    async def handle(value: StepObserved, state: str | None, at: Origin) -> Effects[str]:
+        return Effects([Publish(Topic.ACTIONS, value.episode_id, value)], "decided")
+
+    stream = FakeStream(obs)
+    await reliable.each(stream, StepObserved, handle,  # type: ignore[arg-type]
+                        key=lambda o: o.episode_id, state=table,
+                        retry_while=lambda o: lambda next_try_in_s: False)
+    assert reliable.log == [] and table.data == {} and stream.acked == [0]
 
 
 async def test_first_reads_see_the_poison_at_a_partitions_start() -> None:
@@ -144,8 +212,9 @@ async def test_first_reads_see_the_poison_at_a_partitions_start() -> None:
     reliable.first_reads.starting_at({("t7.observations", 2): 0})
     obs, handled = sample_event("StepObserved"), []
 
-    async def handle(event: Any, value: StepObserved) -> None:
+    async def handle(value: StepObserved, state: None, at: Origin) -> Effects[None]:
         handled.append(value)
+        return NOTHING
 
     await reliable.each(FakeStream(Undecodable("bad bytes"), obs), StepObserved,  # type: ignore[arg-type]
                         handle)
@@ -159,7 +228,7 @@ async def test_a_record_past_the_start_is_dropped_unacked_and_read_again() -> No
     stream = FakeStream(sample_event("StepObserved"))
     stream.items[0].message.offset = 5  # the start (0) has not come: a stale batch
 
-    async def handle(event: Any, value: StepObserved) -> None:
+    async def handle(value: StepObserved, state: None, at: Origin) -> Effects[None]:
         pytest.fail("a record before its partition's start must not be handled")
 
     await reliable.each(stream, StepObserved, handle)  # type: ignore[arg-type]
