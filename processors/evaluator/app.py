@@ -1,8 +1,8 @@
 """The evaluator (faust): completed episodes in, exactly one EpisodeScored each out.
 
-Delivery: exactly once. Each input event's table changes and outputs commit in one Kafka
-transaction with its offset (outbox.py): a killed evaluator redoes only what it had not
-committed, and readers never see the aborted attempt. A replayed or duplicated completion
+Delivery: exactly once. Each input event's effects (records, table writes, a refusal) commit
+in one Kafka transaction with its offset (outbox.py): a killed evaluator redoes what it had
+not committed, and readers never see the aborted attempt. A replayed or duplicated completion
 finds its episode in the `scored` table (kept after the rest) and publishes nothing.
 
 webgym.episodes, webgym.observations, webgym.actions → `on_part`: fold each episode's
@@ -32,12 +32,13 @@ from processors.evaluator.decisions import (
     collect_request,
     completion_error,
 )
-from processors.evaluator.outbox import Effects, Outbox
+from processors.evaluator.outbox import Outbox, TableWrites
 from processors.evaluator.scoring import Evaluator, Tables, make_scorer, score_or_reject
 from webgym_common.config import Settings
 from webgym_common.events import EpisodeCompleted
 from webgym_common.stream.faust_app import decode_error, faust_table, faust_topic, make_faust_app
-from webgym_common.stream.reliable import ReliableApp, run_worker
+from webgym_common.stream.handlers import NOTHING, Effects
+from webgym_common.stream.reliable import ReliableApp, origin_of, run_worker
 from webgym_common.topics import Group, Topic, table_owners, topic_name
 
 SOURCES = [Topic.EPISODES, Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISODES_COMPLETED]
@@ -46,12 +47,13 @@ SOURCES = [Topic.EPISODES, Topic.OBSERVATIONS, Topic.ACTIONS, Topic.EPISODES_COM
 async def on_part(ev: Evaluator, event: faust.EventT, table: faust.Table,
                   collect: Callable[[Any], Entry | None]) -> None:
     """Fold a part of an episode into its table: `collect(event)` says what goes there."""
-    ticket, effects = ev.outbox.arrived(event), Effects()
+    ticket, writes = ev.outbox.arrived(event), TableWrites()
     if (error := decode_error(event)) is not None:
-        effects = ev.scorer.rejected(event, error)
-    elif (entry := collect(event.value)) is not None:
-        effects.put(table, *entry)
-    await ev.outbox.commit(ticket, effects)
+        await ev.outbox.commit(ticket, Effects(refuse=error))
+    else:
+        if (entry := collect(event.value)) is not None:
+            writes.put(table, *entry)
+        await ev.outbox.commit(ticket, Effects(state=writes))
     await ev.catchup.handled(event)
 
 
@@ -59,13 +61,13 @@ async def on_completion(ev: Evaluator, event: faust.EventT) -> None:
     # Anything but a sound EpisodeCompleted is refused by the first test.
     ticket, done = ev.outbox.arrived(event), cast(EpisodeCompleted, event.value)
     if (error := decode_error(event) or completion_error(done)) is not None:
-        await ev.outbox.commit(ticket, ev.scorer.rejected(event, error))
+        await ev.outbox.commit(ticket, Effects(refuse=error))
     elif already_scored(done, ev.tables.scored, ev.scoring_now):
-        await ev.outbox.commit(ticket, Effects())  # a replay or a duplicate: nothing
+        await ev.outbox.commit(ticket, NOTHING)  # a replay or a duplicate: nothing
     else:
         ev.scoring_now.add(done.episode_id)
         try:  # the commit sets `scored` as it publishes the score
-            await ev.outbox.commit(ticket, await score_or_reject(ev, event, done))
+            await ev.outbox.commit(ticket, await score_or_reject(ev, done, origin_of(event)))
         finally:
             ev.scoring_now.discard(done.episode_id)
 
@@ -74,12 +76,12 @@ def build_app(settings: Settings) -> faust.App:
     k, cfg = settings.kafka, settings.evaluator
     app = make_faust_app(settings, Group.EVALUATOR, processing_guarantee=cfg.processing_guarantee)
     reliable = ReliableApp(app, settings, SOURCES)
-    scorer = make_scorer(settings, app.conf.id)
+    scorer = make_scorer(settings)
     tables = Tables(*(faust_table(app, k, s) for s, (owner, _) in table_owners().items()
                       if owner is Group.EVALUATOR))  # requests, observed, acted, scored
     catchup = CatchUp(app, settings, [topic_name(k, t) for t in SOURCES[:3]])
     reliable.on_rebalance(catchup.forget)  # what was handled, not committed, may be undone
-    outbox = Outbox(app, k.request_timeout_ms / 1000, k.max_request_size, scorer.rejected)
+    outbox = Outbox(app, k)
     ev = Evaluator(t := tables, scorer, outbox, catchup)
     episodes, observations, actions, completed = (faust_topic(app, k, t) for t in SOURCES)
 

@@ -1,8 +1,9 @@
 """Committing everything an input event causes together with its offset: exactly once.
 
-Handling one input event yields `Effects`: table writes (the evaluator's state)
-and records to publish (scores, blocklist entries, dead letters). `Outbox.commit`
-makes them one step with the event's ack:
+Handling one input event yields `Evaluated` (webgym_common.stream.handlers.Effects): records
+to publish (scores, blocklist entries), the event's refusal (its dead letter) and, as the
+state, the `TableWrites` to the evaluator's tables. `Outbox.commit` makes them one step
+with the event's ack:
 
 - With `processing_guarantee="exactly_once"` faust keeps one transactional
   producer per input partition and, every commit interval, commits in one Kafka
@@ -20,8 +21,8 @@ makes them one step with the event's ack:
   faust alone could commit past an event still in flight.
 - In `at_least_once` mode the records are sent and acknowledged before the ack.
 - Effects the producer would refuse (a record over its size limit: a huge field folded
-  into a table) are replaced by the event's dead letter before anything is applied or
-  acked, so one oversized event cannot crash the agent again after every restart.
+  into a table) are replaced by the event's refusal before anything is applied or acked,
+  so one oversized event cannot crash the agent again after every restart.
 
 `rewind_uncommitted` (webgym_common.stream.faust_app) closes a restart hole for every
 faust app; it is re-exported here for the evaluator.
@@ -31,14 +32,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import faust
 
+from webgym_common.codec import Codec
+from webgym_common.config import KafkaSettings
+from webgym_common.events import Event
+from webgym_common.stream.deadletters import dead_letter
 from webgym_common.stream.faust_app import InOrderAcks, Ticket, changelog_record
 from webgym_common.stream.faust_app import rewind_uncommitted as rewind_uncommitted
+from webgym_common.stream.handlers import Effects
+from webgym_common.topics import Topic, topic_name
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +58,10 @@ class Record(NamedTuple):
 
 
 @dataclass
-class Effects:
-    """What handling one input event changes: table writes and records to publish."""
+class TableWrites:
+    """The evaluator's state change for one event: puts and deletes across its tables."""
 
     writes: list[tuple[faust.Table, str, Any]] = field(default_factory=list)  # value None: delete
-    records: list[Record] = field(default_factory=list)
 
     def put(self, table: faust.Table, key: str, value: Any) -> None:
         self.writes.append((table, key, value))
@@ -63,8 +69,8 @@ class Effects:
     def delete(self, table: faust.Table, key: str) -> None:
         self.writes.append((table, key, None))
 
-    def publish(self, topic: str, key: str | None, value: bytes) -> None:
-        self.records.append(Record(topic, key.encode() if key is not None else None, value))
+
+Evaluated = Effects[TableWrites]  # what an evaluator handler returns
 
 
 def oversize(records: Iterable[Record], limit: int) -> str | None:
@@ -77,44 +83,54 @@ def oversize(records: Iterable[Record], limit: int) -> str | None:
 
 
 class Outbox:
-    def __init__(self, app: faust.App, timeout_s: float, max_record_bytes: int,
-                 refuse: Callable[[faust.EventT, str], Effects]) -> None:
-        """`refuse(event, why)`: the effects instead of ones the producer cannot take."""
-        self.app = app
-        self.timeout_s = timeout_s
-        self.max_record_bytes = max_record_bytes
-        self.refuse = refuse
+    def __init__(self, app: faust.App, kafka: KafkaSettings) -> None:
+        self.app, self.kafka, self.codec = app, kafka, Codec()
+        self.timeout_s = kafka.request_timeout_ms / 1000
+        self.max_record_bytes = kafka.max_request_size
         self.acks = InOrderAcks()
 
     def arrived(self, event: faust.EventT) -> Ticket:
         """Take the event's place in line; call before anything that awaits."""
         return self.acks.arrived(event)
 
-    async def commit(self, ticket: Ticket, effects: Effects) -> None:
+    async def commit(self, ticket: Ticket, effects: Evaluated) -> None:
         """Apply and publish the effects and ack the event, as one step, in line."""
         event = ticket.event
         try:
             await self.acks.turn(ticket)
-            records = [*self._changelog(event, effects.writes), *effects.records]
+            writes, records = self._staged(event, effects)
             if (why := oversize(records, self.max_record_bytes)) is not None:
                 log.warning("refusing %s:%s: %s", event.message.topic, event.message.offset, why)
-                effects = self.refuse(event, why)
-                records = [*self._changelog(event, effects.writes), *effects.records]
+                writes, records = self._staged(event, Effects(refuse=why))
             tid = self._transactional_id(event)
             if tid is None:
                 sent: list[Awaitable[Any]] = [
                     await self.app.producer.send(r.topic, r.key, r.value, r.partition, None, None)
                     for r in records]
                 await asyncio.wait_for(asyncio.gather(*sent), self.timeout_s)
-                self._apply(effects.writes)
+                self._apply(writes)
                 event.ack()
             else:
-                sent = await self._in_transaction(tid, event, effects.writes, records)
+                sent = await self._in_transaction(tid, event, writes, records)
         finally:
             self.acks.done(ticket, ack=False)  # acked above, in line (or not at all: moved)
             await self.acks.wake()
         # The broker's acknowledgement; the transaction's commit makes them visible.
         await asyncio.wait_for(asyncio.gather(*sent), self.timeout_s)
+
+    def _staged(self, event: faust.EventT, effects: Evaluated
+                ) -> tuple[list[tuple[faust.Table, str, Any]], list[Record]]:
+        """The table writes, and every record they and the effects send."""
+        writes = effects.state.writes if isinstance(effects.state, TableWrites) else []
+        records = [*self._changelog(event, writes),
+                   *(self._record(p.topic, p.key, p.event) for p in effects.publish)]
+        if effects.refuse is not None:
+            letter = dead_letter(event.message, effects.refuse, self.app.conf.id)
+            records.append(self._record(Topic.DLQ, letter.source_topic, letter))
+        return writes, records
+
+    def _record(self, topic: Topic, key: str, event: Event) -> Record:
+        return Record(topic_name(self.kafka, topic), key.encode(), self.codec.encode(event))
 
     def _transactional_id(self, event: faust.EventT) -> str | None:
         if not self.app.in_transaction:

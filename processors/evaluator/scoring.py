@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import faust
+from faust.types import TP
 
 from processors.evaluator.catchup import CatchUp, Moved
 from processors.evaluator.decisions import (
@@ -29,14 +30,13 @@ from processors.evaluator.decisions import (
     trajectory_error,
 )
 from processors.evaluator.judge import make_judge
-from processors.evaluator.outbox import Effects, Outbox
+from processors.evaluator.outbox import Evaluated, Outbox, TableWrites
 from processors.evaluator.reward import PAGE_VERSION, RULES_VERSION, Judge, evaluate, scored_by_page
 from processors.evaluator.trajectory import build_episode, steps_in
-from webgym_common.codec import Codec
-from webgym_common.config import EvaluatorSettings, KafkaSettings, Settings
-from webgym_common.events import EpisodeCompleted, Event, utc_now
-from webgym_common.stream.deadletters import dead_letter
-from webgym_common.topics import Topic, topic_name
+from webgym_common.config import EvaluatorSettings, Settings
+from webgym_common.events import EpisodeCompleted, utc_now
+from webgym_common.stream.handlers import NOTHING, Effects, Origin, Publish
+from webgym_common.topics import Topic
 
 log = logging.getLogger("processors.evaluator.app")
 
@@ -56,26 +56,14 @@ class Tables:
 
 @dataclass
 class Scorer:
-    kafka: KafkaSettings
     cfg: EvaluatorSettings
     judge: Judge | None
     version: str  # the rules' or the judge's
-    group: str  # the app id: dead letters name it
-    codec: Codec = field(default_factory=Codec)
-
-    def emit(self, effects: Effects, topic: Topic, key: str, event: Event) -> None:
-        effects.publish(topic_name(self.kafka, topic), key, self.codec.encode(event))
-
-    def rejected(self, event: faust.EventT, error: str) -> Effects:
-        """The effects of an event nobody can handle: its dead letter, nothing else."""
-        effects, letter = Effects(), dead_letter(event.message, error, self.group)
-        self.emit(effects, Topic.DLQ, letter.source_topic, letter)
-        return effects
 
     async def score(self, done: EpisodeCompleted, t: Tables, why_partial: str | None
-                    ) -> Effects:
+                    ) -> Evaluated:
         """The score (rules, LLM judge or the page's own reward) and what it changes."""
-        effects, note = Effects(), None
+        note = None
         if why_partial is not None:
             note = partial_note(t.missing(done), why_partial)
             log.warning("episode %s: %s", done.episode_id, note)
@@ -85,25 +73,25 @@ class Scorer:
                                    self.cfg.blocking_sample)
         result = scored_event(done, episode, judgement,
                               PAGE_VERSION if scored_by_page(episode) else self.version, note)
-        self.emit(effects, Topic.EPISODES_SCORED, scored_key(result), result)
+        out = [Publish(Topic.EPISODES_SCORED, scored_key(result), result)]
         blocked = blocked_event(done, episode, judgement,
                                 timedelta(hours=self.cfg.blocklist_hours), utc_now())
         if blocked is not None:
-            self.emit(effects, Topic.BLOCKLIST, blocked.domain, blocked)
-        effects.put(t.scored, done.episode_id, int(time.time() * 1000))
+            out.append(Publish(Topic.BLOCKLIST, blocked.domain, blocked))
+        writes = TableWrites()
+        writes.put(t.scored, done.episode_id, int(time.time() * 1000))
         for table, key in forget_episode(done, t.requests, t.observed, t.acted):
-            effects.delete(table, key)
+            writes.delete(table, key)
         log.info("scored %s: reward %.0f, %s%s", done.episode_id, judgement.reward,
                  done.termination, " (blocked)" if judgement.is_blocked else
                  " (judge failed)" if judgement.judge_failed else "")
-        return effects
+        return Effects(out, writes)
 
 
-def make_scorer(settings: Settings, group: str) -> Scorer:
+def make_scorer(settings: Settings) -> Scorer:
     """The scorer of the configured judge (judge.make_judge), or of the rules without one."""
     judge = make_judge(settings)
-    return Scorer(settings.kafka, settings.evaluator, judge,
-                  judge.version if judge is not None else RULES_VERSION, group)
+    return Scorer(settings.evaluator, judge, judge.version if judge is not None else RULES_VERSION)
 
 
 @dataclass
@@ -117,17 +105,16 @@ class Evaluator:
     scoring_now: set[str] = field(default_factory=set)  # being scored by an actor here
 
 
-async def score_or_reject(ev: Evaluator, event: faust.EventT, done: EpisodeCompleted
-                          ) -> Effects:
+async def score_or_reject(ev: Evaluator, done: EpisodeCompleted, at: Origin) -> Evaluated:
     t = ev.tables
     try:
-        why_partial = await ev.catchup.wait(event.message.tp, lambda: t.missing(done))
+        why_partial = await ev.catchup.wait(TP(at.topic, at.partition), lambda: t.missing(done))
         if (error := trajectory_error(done, t.requests.get(done.episode_id))) is not None:
-            return ev.scorer.rejected(event, error)
+            return Effects(refuse=error)
         return await ev.scorer.score(done, t, why_partial)
     except Moved as moved:  # the partition's new owner handles the event again
         log.info("episode %s: %s", done.episode_id, moved)
-        return Effects()
+        return NOTHING
     except Exception as err:  # a bug in judging one episode must not stop the rest
         log.exception("cannot score %s", done.episode_id)
-        return ev.scorer.rejected(event, f"evaluator error: {type(err).__name__}: {err}")
+        return Effects(refuse=f"evaluator error: {type(err).__name__}: {err}")

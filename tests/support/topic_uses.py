@@ -40,7 +40,6 @@ CALLS = {
     "publish": WRITE,  # EventProducer.publish
     "Publish": WRITE,  # webgym_common.stream.handlers: a record in a handler's effects
     "deliver": WRITE,  # producers.browser.retries: publish until a deadline
-    "emit": WRITE,  # processors.evaluator.scoring: into the transaction's outbox
     "topic": NEITHER,  # EventProducer.topic: the full name, for a log line
     "topic_name": NEITHER,
     "topic_specs": NEITHER,  # topic_specs(...)[Topic.X]: its partitions, its retention
