@@ -53,6 +53,12 @@ class Policy:
     def owns(self, tp: object) -> bool:
         return tp in self.app.consumer.assignment()
 
+    async def ended(self, event: faust.EventT) -> None:
+        """An episode's completion is handled: its waiting observations are skipped now, and
+        the partition's old ended entries go."""
+        await self.watch.wake()
+        self.contexts.purge(event.message.partition, now_ms())
+
     def usefulness(self, obs: StepObserved) -> Callable[[float], bool]:
         """A dependency down: try again while the episode is live, before its deadline."""
         def useful(next_try_in_s: float) -> bool:

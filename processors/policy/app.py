@@ -61,13 +61,12 @@ async def on_observation(p: Policy, obs: StepObserved, entry: Entry | None, at: 
     what = f"{obs.episode_id} step {obs.step}"
     if verdict is Verdict.ORPHAN:
         return Effects(refuse=why)
+    if verdict is Verdict.DECIDE and isinstance(entry, Live):
+        return await choose_action(p, what, obs, entry)  # remember (action pending), publish
+    log.info("%s: %s", what, why)
     if verdict is Verdict.REPUBLISH and isinstance(entry, Live) and entry.pending:
-        log.info("%s: %s", what, why)
         return await republish(p, what, obs, entry.pending, at.partition)
-    if verdict is not Verdict.DECIDE or not isinstance(entry, Live):
-        log.info("%s: %s", what, why)
-        return NOTHING
-    return await choose_action(p, what, obs, entry)  # remember (action pending), publish
+    return NOTHING
 
 
 def build_app(settings: Settings) -> faust.App:
@@ -94,11 +93,8 @@ def build_app(settings: Settings) -> faust.App:
 
     @app.agent(completed)
     async def forget_finished(stream: faust.StreamT) -> None:
-        async def ended(event: faust.EventT) -> None:
-            await watch.wake()  # waiting observations of the episode are skipped now
-            contexts.purge(event.message.partition, now_ms())
         await reliable.each(stream, EpisodeCompleted, on_completed,
-                            key=lambda d: d.episode_id, state=contexts, after=ended)
+                            key=lambda d: d.episode_id, state=contexts, after=p.ended)
 
     @app.agent(observations, concurrency=cfg.max_inflight)
     async def decide(stream: faust.StreamT) -> None:

@@ -46,6 +46,7 @@ from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import KafkaSettings, Settings
 from webgym_common.events import Event
 from webgym_common.lifecycle import mark_ready
+from webgym_common.stream import faust_thread
 from webgym_common.stream.deadletters import LetterIndex, SourceRecord, dead_letter
 from webgym_common.stream.kafka_clients import tls_context
 from webgym_common.stream.offsets import OffsetHolds
@@ -319,7 +320,7 @@ async def rewind_uncommitted(app: faust.App, topics: set[str]) -> dict[Any, int]
     committed = await consumer.seek_to_committed()
     rewound = [tp for tp, offset in committed.items() if tp.topic in topics and not offset]
     for tp in rewound:
-        await consumer.seek(tp, 0)
+        await faust_thread.seek(consumer, tp, 0)
     if rewound:
         log.info("read %d partitions without a committed offset from the start", len(rewound))
     return {tp: offset or 0 for tp, offset in committed.items() if tp.topic in topics}
@@ -392,5 +393,5 @@ class FirstReads:
             log.warning("%s: the event at %d came before the one at the committed offset %d: "
                         "reading the partition again from there", msg.tp, msg.offset,
                         start.committed)
-            await consumer.seek(msg.tp, start.committed)
+            await faust_thread.seek(consumer, msg.tp, start.committed)
         return True
