@@ -8,12 +8,12 @@ an explicit Invalid action. Anything else is a bug and is raised.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from processors.policy.policies import Failure, failure_kind
+from webgym_common.stream.handlers import retried_while
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -27,20 +27,14 @@ async def retried(call: Callable[[], Awaitable[T]], what: str,
     None: no longer useful (the episode ended or times out before the next try).
     `on_refusal`: what a refusal of the model server gives; without it, a bug.
     """
-    backoff = 0.5
-    while True:
+    async def attempt() -> T:
         try:
             return await call()
         except Exception as err:
-            kind = failure_kind(err)
-            if kind is Failure.BUG or (kind is Failure.REFUSED and on_refusal is None):
-                raise
-            if on_refusal is not None and kind is Failure.REFUSED:
+            if on_refusal is not None and failure_kind(err) is Failure.REFUSED:
                 log.warning("%s: the model server refused: %s", what, err)
                 return on_refusal(err)
-            if not still_useful(backoff):
-                log.warning("%s: giving up (%s): the episode ended or times out", what, err)
-                return None
-            log.warning("%s: %s; trying again in %.1fs", what, err, backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, max_backoff_s)
+            raise
+
+    return await retried_while(attempt, what, still_useful, max_backoff_s,
+                               lambda err: failure_kind(err) is Failure.TRANSIENT)

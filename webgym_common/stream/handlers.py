@@ -123,15 +123,18 @@ async def persistently(what: str, call: Callable[[], Awaitable[T]],
 
 
 async def retried_while(call: Callable[[], Awaitable[T]], what: str,
-                        useful: Callable[[float], bool], max_backoff_s: float) -> T | None:
-    """`call()`, tried again while Kafka refuses it for a passing reason and
-    `useful(next_try_in_s)`; None once no longer useful. Other failures are raised."""
+                        useful: Callable[[float], bool], max_backoff_s: float,
+                        transient: Callable[[BaseException], bool] = kafka_transient
+                        ) -> T | None:
+    """`call()`, tried again with exponential backoff while its failure is `transient` (by
+    default: Kafka refusing it for a passing reason) and `useful(next_try_in_s)`; None once
+    no longer useful. Other failures are raised."""
     backoff = 0.5
     while True:
         try:
             return await call()
         except Exception as err:
-            if not kafka_transient(err):
+            if not transient(err):
                 raise
             if not useful(backoff):
                 log.warning("%s: giving up (%r): no longer useful", what, err)

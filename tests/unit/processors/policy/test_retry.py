@@ -6,9 +6,9 @@ import httpx
 import openai
 import pytest
 
-from processors.policy import retry
 from processors.policy.retry import retried
 from webgym_common.objectstore import ObjectStoreError
+from webgym_common.stream import handlers
 
 REQUEST = httpx.Request("POST", "http://vllm/v1/chat/completions")
 
@@ -30,7 +30,7 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     async def sleep(s: float) -> None:
         slept.append(s)
-    monkeypatch.setattr(retry.asyncio, "sleep", sleep)
+    monkeypatch.setattr(handlers.asyncio, "sleep", sleep)  # the backoff loop lives there
     return slept
 
 
