@@ -23,9 +23,6 @@ with the event's ack:
 - Effects the producer would refuse (a record over its size limit: a huge field folded
   into a table) are replaced by the event's refusal before anything is applied or acked,
   so one oversized event cannot crash the agent again after every restart.
-
-`rewind_uncommitted` (webgym_common.stream.faust_app) closes a restart hole for every
-faust app; it is re-exported here for the evaluator.
 """
 
 from __future__ import annotations
@@ -43,7 +40,6 @@ from webgym_common.config import KafkaSettings
 from webgym_common.events import Event
 from webgym_common.stream.deadletters import dead_letter
 from webgym_common.stream.faust_app import InOrderAcks, Ticket, changelog_record
-from webgym_common.stream.faust_app import rewind_uncommitted as rewind_uncommitted
 from webgym_common.stream.handlers import Effects
 from webgym_common.topics import Topic, topic_name
 

@@ -20,12 +20,7 @@ several actors that acks offset 6 while 5 is still in flight commits past 5, and
 SIGKILL then loses 5. An agent with `concurrency > 1` iterates `stream.noack()` and
 acks through `InOrderAcks`, which acks an event only once it and every event that
 arrived before it on its partition are done (webgym_common.stream.offsets decides how far).
-`rewind_uncommitted` closes a restart hole: after recovery faust seeks each partition
-to its committed offset, but aiokafka skips partitions whose committed offset is
-missing or 0, so a message fetched and dropped during recovery there would never
-come back. `FirstReads` closes the other one: a batch fetched before faust's own seek
-can still move its read offset past the committed one, and the first records of the
-partition are then dropped as already read; it seeks such a partition back.
+How a partition's reading restarts after a rebalance (faust's seek holes): faust_seeks.py.
 """
 
 from __future__ import annotations
@@ -46,7 +41,6 @@ from webgym_common.codec import Codec, DecodeError
 from webgym_common.config import KafkaSettings, Settings
 from webgym_common.events import Event
 from webgym_common.lifecycle import mark_ready
-from webgym_common.stream import faust_thread
 from webgym_common.stream.deadletters import LetterIndex, SourceRecord, dead_letter
 from webgym_common.stream.kafka_clients import tls_context
 from webgym_common.stream.offsets import OffsetHolds
@@ -309,89 +303,3 @@ class InOrderAcks:
         for tp in tps:
             self.lines.pop(tp, None)
         self.offsets.forget(tps)
-
-
-async def rewind_uncommitted(app: faust.App, topics: set[str]) -> dict[Any, int]:
-    """Seek this worker's partitions of `topics` that have no committed offset to the start.
-
-    Returns where each of these partitions now reads from (its committed offset, or 0).
-    """
-    consumer: Any = app.consumer
-    committed = await consumer.seek_to_committed()
-    rewound = [tp for tp, offset in committed.items() if tp.topic in topics and not offset]
-    for tp in rewound:
-        await faust_thread.seek(consumer, tp, 0)
-    if rewound:
-        log.info("read %d partitions without a committed offset from the start", len(rewound))
-    return {tp: offset or 0 for tp, offset in committed.items() if tp.topic in topics}
-
-
-def skipped_start(first_offset: int, committed: int | None) -> bool:
-    """Whether a partition's first event after an assignment skipped records: it lies past
-    the committed offset the reading was to start from."""
-    return committed is not None and first_offset > committed
-
-
-@dataclass
-class _Start:
-    committed: int  # where the partition's reading was to start
-    dropped_up_to: int | None = None  # the highest offset dropped since the first seek
-    seeks: int = 0
-
-
-class FirstReads:
-    """Re-reads a partition whose first event after an assignment skipped its start.
-
-    faust 0.15.3 races its own seek after recovery: a batch fetched before the seek is
-    still handed out after it, which moves faust's read offset past the committed one,
-    and the re-fetched records below are then dropped as already read (seen here: a
-    restarted evaluator's first observation on some partitions never arrived, and its
-    episode was judged without it). `starting_at` takes the committed offsets of a new
-    assignment (from `rewind_uncommitted`). `check(event)` is True for an event the agent
-    must drop, neither handling nor acking it: one that lies past its partition's start
-    while the start has not come. The first such event seeks the partition back to the
-    start; later ones (the rest of the stale batch) seek again only if faust's read offset
-    moved past the start once more (faust would drop the re-read). Dropping rather than
-    handling matters: acked first, such an event would let faust commit past the start
-    (it commits the first run of acked offsets). An event at or below the highest dropped
-    offset means the partition is being read again (from its start, or from the first
-    record after transaction markers): from there on, everything is handled. After
-    `max_seeks` the partition is read as it comes (logged): never stalled.
-    """
-
-    def __init__(self, app: faust.App, max_seeks: int = 100) -> None:
-        self.app = app
-        self.max_seeks = max_seeks
-        self.waiting: dict[Any, _Start] = {}
-
-    def starting_at(self, positions: dict[Any, int]) -> None:
-        self.waiting = {tp: _Start(offset) for tp, offset in positions.items()}
-
-    async def check(self, event: faust.EventT) -> bool:
-        """True when the agent must drop the event: it comes again after its partition's start."""
-        msg = event.message
-        start = self.waiting.get(msg.tp)
-        if start is None:
-            return False
-        if start.dropped_up_to is None:
-            if not skipped_start(msg.offset, start.committed):
-                del self.waiting[msg.tp]  # the start came first: nothing to do
-                return False
-        elif msg.offset <= start.dropped_up_to:
-            del self.waiting[msg.tp]  # the partition is being read again from its start
-            return False
-        if start.seeks >= self.max_seeks:
-            log.warning("%s: its start %d still did not come after %d seeks: reading on",
-                        msg.tp, start.committed, start.seeks)
-            del self.waiting[msg.tp]
-            return False
-        start.dropped_up_to = msg.offset
-        consumer: Any = self.app.consumer
-        read = getattr(consumer, "_read_offset", {}).get(msg.tp)
-        if start.seeks == 0 or (read is not None and read > start.committed):
-            start.seeks += 1
-            log.warning("%s: the event at %d came before the one at the committed offset %d: "
-                        "reading the partition again from there", msg.tp, msg.offset,
-                        start.committed)
-            await faust_thread.seek(consumer, msg.tp, start.committed)
-        return True

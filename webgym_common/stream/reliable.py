@@ -40,13 +40,12 @@ import faust
 from webgym_common.config import Settings
 from webgym_common.events import Event
 from webgym_common.stream.faust_app import (
-    FirstReads,
     InOrderAcks,
     decode_error,
     dlq_sender,
     faust_topic,
-    rewind_uncommitted,
 )
+from webgym_common.stream.faust_seeks import FirstReads, rewind_uncommitted
 from webgym_common.stream.handlers import (
     KEEP,
     RETRY_MAX_S,

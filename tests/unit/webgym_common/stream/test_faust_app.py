@@ -22,14 +22,12 @@ from webgym_common.lifecycle import READY_FILE_ENV
 from webgym_common.stream.faust_app import (
     EMPTY_VALUE,
     EVENT_SERIALIZER,
-    FirstReads,
     InOrderAcks,
     Undecodable,
     decode_error,
     faust_table,
     faust_topic,
     make_faust_app,
-    skipped_start,
 )
 from webgym_common.stream.kafka_clients import security_options
 from webgym_common.topics import Group, StateTable, Topic, group_id
@@ -231,71 +229,6 @@ def test_forgotten_partitions_are_never_acked() -> None:
     acks.forget([("t.observations", 0)])
     acks.done(ticket)  # its partition moved away: the next owner reads it again
     assert acked == []
-
-
-def test_a_first_event_past_the_committed_offset_skipped_the_start() -> None:
-    assert skipped_start(7, committed=6)
-    assert not skipped_start(6, committed=6)
-    assert not skipped_start(7, committed=None)  # nothing committed: nothing to compare
-
-
-class SeekingApp:
-    """A faust app whose consumer records its seeks and has faust's read offsets."""
-
-    def __init__(self) -> None:
-        self.seeks: list[tuple[Any, int]] = []
-        self.consumer = self
-        self._read_offset: dict[Any, int] = {}
-
-    async def seek(self, tp: Any, offset: int) -> None:
-        self.seeks.append((tp, offset))
-        self._read_offset[tp] = offset  # as faust's Consumer.seek
-
-
-def obs_event(partition: int, offset: int) -> Any:
-    return AckedEvent(AckedMessage("t.obs", partition, offset, []))
-
-
-async def test_first_reads_drop_a_stale_batch_until_the_partition_is_read_again() -> None:
-    app = SeekingApp()
-    reads = FirstReads(app)  # type: ignore[arg-type]
-    p0, p1 = ("t.obs", 0), ("t.obs", 1)
-    reads.starting_at({p0: 6, p1: 3})
-    assert await reads.check(obs_event(0, 7))  # 6 never came: dropped, read again from 6
-    assert app.seeks == [(p0, 6)]
-    assert not await reads.check(obs_event(1, 3))  # the start itself: nothing to do
-    assert not await reads.check(obs_event(1, 9)) and app.seeks == [(p0, 6)]
-    # The rest of the stale batch: dropped; no new seek while faust would read 6 again...
-    assert await reads.check(obs_event(0, 8))
-    assert app.seeks == [(p0, 6)]
-    # ... one when a stale delivery moved faust's read offset past the start again.
-    app._read_offset[p0] = 9
-    assert await reads.check(obs_event(0, 9))
-    assert app.seeks == [(p0, 6), (p0, 6)]
-    # The partition read again: from here on everything is handled, once.
-    for offset in (6, 7, 8, 9, 10):
-        assert not await reads.check(obs_event(0, offset))
-    assert app.seeks == [(p0, 6), (p0, 6)]
-
-
-async def test_a_start_behind_transaction_markers_is_the_first_record_read_again() -> None:
-    app = SeekingApp()
-    reads = FirstReads(app)  # type: ignore[arg-type]
-    reads.starting_at({("t.obs", 2): 6})  # 6 is a commit marker: 7 is the first record
-    assert await reads.check(obs_event(2, 7))
-    assert not await reads.check(obs_event(2, 7))  # read again: 7 is where it starts
-    assert not await reads.check(obs_event(2, 8))
-
-
-async def test_first_reads_never_stall_a_partition() -> None:
-    app = SeekingApp()
-    reads = FirstReads(app, max_seeks=2)  # type: ignore[arg-type]
-    reads.starting_at({("t.obs", 0): 6})
-    for offset in (7, 8):
-        app._read_offset[("t.obs", 0)] = offset  # each delivery moves faust past the start
-        assert await reads.check(obs_event(0, offset))
-    assert not await reads.check(obs_event(0, 9))  # 2 seeks and still no start: read on
-    assert len(app.seeks) == 2
 
 
 def test_faust_apps_connect_as_the_kafka_security_settings_say(tmp_path: Path) -> None:

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from tests.factories import sample_event
-from tests.unit.webgym_common.stream.test_faust_app import SeekingApp
+from tests.unit.webgym_common.stream.test_faust_seeks import SeekingApp
 from webgym_common.config import load_settings
 from webgym_common.events import CancelEpisode, Event, StepObserved
-from webgym_common.stream.faust_app import EMPTY_VALUE, FirstReads, Undecodable, make_faust_app
+from webgym_common.stream.faust_app import EMPTY_VALUE, Undecodable, make_faust_app
+from webgym_common.stream.faust_seeks import FirstReads
 from webgym_common.stream.handlers import NOTHING, Effects, Origin, Publish
 from webgym_common.stream.reliable import OneAtATime, ReliableApp
 from webgym_common.topics import Group, Topic
