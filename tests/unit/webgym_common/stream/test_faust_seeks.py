@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 from faust.types import TP
 
+from tests.unit.webgym_common.stream.test_faust_app import AckedEvent, AckedMessage
 from webgym_common.stream import faust_seeks
 from webgym_common.stream.faust_seeks import FirstReads, rewind_uncommitted, skipped_start
 
@@ -70,22 +70,6 @@ async def test_seek_all_of_nothing_queues_nothing() -> None:
     await faust_seeks.seek_all(Consumer(Thread(log), log), {})
     assert log == []
 
-@dataclass
-class ObsMessage:
-    partition: int
-    offset: int
-    topic: str = "t.obs"
-
-    @property
-    def tp(self) -> tuple[str, int]:
-        return (self.topic, self.partition)
-
-
-@dataclass
-class ObsEvent:
-    message: ObsMessage
-    acks: list[int] = field(default_factory=list)
-
 
 def test_a_first_event_past_the_committed_offset_skipped_the_start() -> None:
     assert skipped_start(7, committed=6)
@@ -107,7 +91,7 @@ class SeekingApp:
 
 
 def obs_event(partition: int, offset: int) -> Any:
-    return ObsEvent(ObsMessage(partition, offset))
+    return AckedEvent(AckedMessage("t.obs", partition, offset, []))
 
 
 async def test_first_reads_drop_a_stale_batch_until_the_partition_is_read_again() -> None:
