@@ -91,7 +91,9 @@ with its command; each module's docstring says what it measures and how.
   fixed 0.3 s sleep (`WEBGYM_BROWSER__SETTLE=fixed`) on the same sandbox and MiniWoB++ tasks:
   the same outcomes, less waiting.
 - **Replay** (`bench.replay_rate`): `webgym reprocess rescore` and `refilter` against a raw
-  fetch of the same topic range, and against a fetch that also decodes every record.
+  fetch of the same topic range, and against a fetch that also decodes every record. Here
+  a refilter writes 4.5 samples for each episode it reads (a transaction per 8,192
+  samples): its ratio counts encoding and writing those too.
 - **Decisions** (`bench.decision_latency`): the local CPU vLLM's decision latency at 1, 8
   and 16 in flight with prefix caching off (the baseline) and on (the default); a run is
   6 s of load at one level.
@@ -118,7 +120,9 @@ rollout's CPU table), and what would remove each:
   episode's context, not all of it.
 - **The policy and the evaluator** (faust): per-record work in faust and aiokafka (decoding,
   acks, a send per record), and under exactly-once a transactional producer per input
-  partition. Handling the records of a fetch together would share it.
+  partition. Handling the records of a fetch together would share it. Their cyclic garbage
+  collector no longer walks what they made at startup (every pipeline process freezes that
+  heap once serving, `webgym_common.lifecycle.freeze_startup_heap`).
 
 The machine line lists the CPU's vector extensions because the same vLLM server runs
 several times faster with AVX-512 than with AVX2 only. Three findings that set defaults,
