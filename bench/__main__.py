@@ -12,6 +12,7 @@ Takes about 23 minutes on 2 cores (the estimate is beside BENCHES).
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.machine import describe_machine
 from harness.report import run_line
+from infra import stack
+from webgym_common.config import Settings, get_settings
+from webgym_common.stream.admin import delete_topics, topic_names
 
 console = Console()
 
@@ -66,8 +70,10 @@ what machine; every ratio is against a baseline measured in the same run. Every 
 the bus, scale, rollout, decisions and LoRA serving tables is the median of 3 runs with
 [min, max] after it (`--repeat 3`: two single runs of the same code put the rollout at
 0.63 and 0.76 of its limit), its baseline repeated too: a ratio is the median over the
-baseline's median, its range the runs' min and max over that median. Run one bench alone
-with its command; each module's docstring says what it measures and how.
+baseline's median, its range the runs' min and max over that median. Each bench's topics
+are deleted when it ends: left behind, thousands of them kept the embedded broker busy
+enough to add a third to every figure of CPU per step. Run one bench alone with its
+command; each module's docstring says what it measures and how.
 
 - **Bus** (`bench.bus_scale`, 1/8/16 episodes in flight): synthetic browsers (no
   Chromium), the real policy processor with a fixed-latency teacher policy and the real
@@ -156,6 +162,18 @@ def run_bench(name: str, argv: list[str], scratch: Path, log: Path) -> tuple[boo
     return code == 0, time.monotonic() - started
 
 
+async def scratch_topics_left(settings: Settings, before: set[str]) -> set[str]:
+    """Delete the topics a bench made (each makes its own under a fresh prefix) and return
+    them. Left behind, they pile up by the thousand on the embedded broker, whose work for
+    them then shows in every later bench's CPU per step. The pipeline's own topics are
+    never touched, whenever they were made."""
+    own = settings.kafka.topic_prefix
+    made = {t for t in await topic_names(settings) - before
+            if not t.startswith((f"{own}.", f"{own}-", "__"))}
+    await delete_topics(settings, made)
+    return made
+
+
 def main(out: Path = typer.Option(Path("docs/benchmarks.md"), help="The page to write."),
          only: str = typer.Option("", help="Comma-separated benches (default: all): "
                                   + ", ".join(BENCHES))) -> None:
@@ -164,6 +182,8 @@ def main(out: Path = typer.Option(Path("docs/benchmarks.md"), help="The page to 
     if unknown:
         raise typer.BadParameter(f"no bench named {', '.join(unknown)}")
     console.print(describe_machine())
+    settings = get_settings()
+    asyncio.run(stack.up(settings, only=["kafka", "minio"]))
     work = Path(tempfile.mkdtemp(prefix="bench-set-"))
     scratch, log = work / "tables.md", work / "bench.log"
     console.print(f"each bench's own output: {log}")
@@ -175,7 +195,10 @@ def main(out: Path = typer.Option(Path("docs/benchmarks.md"), help="The page to 
         bar = progress.add_task("benchmarks", total=len(names), at="")
         for name in names:
             progress.update(bar, at=name)
+            before = asyncio.run(topic_names(settings))
             ok, seconds = run_bench(name, BENCHES[name], scratch, log)
+            left = asyncio.run(scratch_topics_left(settings, before))
+            progress.console.print(f"{name}: deleted the {len(left)} topics it made")
             progress.console.print(f"{name}: {'done' if ok else 'FAILED'} in {seconds:.0f} s")
             took[name] = seconds
             if not ok:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -161,5 +162,27 @@ async def create_topic(settings: Settings, spec: TopicSpec) -> str:
                 raise RuntimeError(f"creating topic {name} failed: error {code} {message}")
         await _wait_for_leaders(admin, [spec.name])
         return status
+    finally:
+        await admin.close()
+
+
+async def topic_names(settings: Settings) -> set[str]:
+    """Every topic on the cluster."""
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
+async def delete_topics(settings: Settings, names: Collection[str]) -> None:
+    """Delete `names` (a bench's scratch topics: never the pipeline's own)."""
+    if not names:
+        return
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        await admin.delete_topics(sorted(names), timeout_ms=settings.kafka.request_timeout_ms)
     finally:
         await admin.close()
