@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import signal
 from collections.abc import Awaitable
@@ -26,30 +25,10 @@ async def run_until_signalled(work: Awaitable[None]) -> None:
 
 
 def mark_ready(detail: str = "ready") -> None:
-    """Tell whoever started this process that it is serving (its consumer owns partitions),
-    and leave what it holds by then out of later collections (`freeze_startup_heap`).
+    """Tell whoever started this process that it is serving (its consumer owns partitions).
 
-    The launcher names the file in WEBGYM_READY_FILE; without it only the heap is frozen.
+    The launcher names the file in WEBGYM_READY_FILE; without it this does nothing.
     """
-    freeze_startup_heap()
     path = os.environ.get(READY_FILE_ENV)
     if path:
         Path(path).write_text(detail + "\n")
-
-
-_heap_frozen = False
-
-
-def freeze_startup_heap() -> None:
-    """Once per process: move everything it holds into the collector's permanent generation.
-
-    A full collection walks every object in the process; most of them (modules, schemas,
-    clients, recovered tables) are made at startup and live as long as the process. Frozen,
-    they are no longer walked, and reference counting still frees those that are dropped
-    later. Over a rollout bench run this halved the pipeline processes' time in the
-    collector. Only once: each freeze would also keep the cycles made since the last one.
-    """
-    global _heap_frozen
-    if not _heap_frozen:
-        _heap_frozen = True
-        gc.freeze()

@@ -1,18 +1,6 @@
 import gc
-from collections.abc import Iterator
-
-import pytest
 
 from processors.reprocess.heap import job_heap
-
-
-@pytest.fixture(autouse=True)
-def unfrozen() -> Iterator[None]:
-    """A heap nobody froze (a pipeline process freezes its own once serving; the test
-    process may have run such code)."""
-    gc.unfreeze()
-    yield
-    gc.unfreeze()
 
 
 class Node:
@@ -21,6 +9,7 @@ class Node:
 
 
 def test_the_heap_before_the_job_is_frozen_in_it_and_back_after() -> None:
+    assert gc.get_freeze_count() == 0
     before = Node()
     with job_heap():
         assert gc.get_freeze_count() > 0
@@ -45,6 +34,9 @@ def test_a_cycle_the_job_makes_is_still_collected() -> None:
 
 def test_someone_elses_freeze_is_left_as_it_was() -> None:
     gc.freeze()
-    with job_heap():
-        pass
-    assert gc.get_freeze_count() > 0
+    try:
+        with job_heap():
+            pass
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
