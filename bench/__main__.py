@@ -26,9 +26,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.machine import describe_machine
 from harness.report import run_line
+from harness.scratch import scratch_topics_left
 from infra import stack
-from webgym_common.config import Settings, get_settings
-from webgym_common.stream.admin import delete_topics, topic_names
+from webgym_common.config import get_settings
+from webgym_common.stream.admin import topic_names
 
 console = Console()
 
@@ -126,9 +127,9 @@ rollout's CPU table), and what would remove each:
   episode's context, not all of it.
 - **The policy and the evaluator** (faust): per-record work in faust and aiokafka (decoding,
   acks, a send per record), and under exactly-once a transactional producer per input
-  partition. Handling the records of a fetch together would share it. Their cyclic garbage
-  collector no longer walks what they made at startup (every pipeline process freezes that
-  heap once serving, `webgym_common.lifecycle.freeze_startup_heap`).
+  partition. Handling the records of a fetch together would share it. Not the garbage
+  collector: freezing each process's startup heap (gc.freeze) halved their time in it and
+  left the CPU per step where it was.
 
 The machine line lists the CPU's vector extensions because the same vLLM server runs
 several times faster with AVX-512 than with AVX2 only. Three findings that set defaults,
@@ -160,18 +161,6 @@ def run_bench(name: str, argv: list[str], scratch: Path, log: Path) -> tuple[boo
         code = subprocess.call([sys.executable, "-m", *argv, "--markdown", str(scratch)],
                                stdout=out, stderr=subprocess.STDOUT)
     return code == 0, time.monotonic() - started
-
-
-async def scratch_topics_left(settings: Settings, before: set[str]) -> set[str]:
-    """Delete the topics a bench made (each makes its own under a fresh prefix) and return
-    them. Left behind, they pile up by the thousand on the embedded broker, whose work for
-    them then shows in every later bench's CPU per step. The pipeline's own topics are
-    never touched, whenever they were made."""
-    own = settings.kafka.topic_prefix
-    made = {t for t in await topic_names(settings) - before
-            if not t.startswith((f"{own}.", f"{own}-", "__"))}
-    await delete_topics(settings, made)
-    return made
 
 
 def main(out: Path = typer.Option(Path("docs/benchmarks.md"), help="The page to write."),

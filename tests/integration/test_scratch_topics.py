@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from bench.__main__ import scratch_topics_left
+from harness.scratch import scratch_topics_left
 from webgym_common.config import Settings
 from webgym_common.stream.admin import create_topic, create_topics, topic_names
 from webgym_common.topics import Topic, all_topic_specs, topic_specs
