@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from processors.replay_buffer.decisions import KeptStep, sample_id, training_steps
 from processors.reprocess.derived import DerivedWriter, on_target
-from processors.reprocess.heap import job_heap
+from processors.reprocess.heap import in_job_heap
 from processors.reprocess.prompts import PromptReads, samples
 from webgym_common.config import ReplaySettings, Settings
 from webgym_common.events import EpisodeScored, Event, ReplaySample
@@ -93,6 +93,7 @@ class RefilterResult:
     sample_seconds: float = 0.0  # of which: building and writing the samples
 
 
+@in_job_heap  # the heap before the run is not walked by its collections
 async def refilter(settings: Settings, source: Topic | str, target: str, rng: LogRange,
                    filters: Filters,
                    select: Callable[[list[Candidate]], list[Candidate]] = lambda c: c,
@@ -102,34 +103,33 @@ async def refilter(settings: Settings, source: Topic | str, target: str, rng: Lo
     started = time.perf_counter()
     result = RefilterResult(target)
     cfg = filters.replay_settings(settings.replay)
-    with job_heap():  # the heap before the run is not walked by its collections
-        async with EventProducer(settings, client_id="replay-refilter") as producer:
+    async with EventProducer(settings, client_id="replay-refilter") as producer:
 
-            async def already() -> dict[str, Event]:
-                return await on_target(settings, producer, Topic.REPLAY, target, sample_key)
+        async def already() -> dict[str, Event]:
+            return await on_target(settings, producer, Topic.REPLAY, target, sample_key)
 
-            # consume (the target's state, the scores and the fenced writer's start at once)
-            writer = DerivedWriter(settings, target, producer)
-            try:
-                done, events, _ = await asyncio.gather(
-                    already(), _read(settings, producer, source, rng, result, on_progress),
-                    writer.start())
-                scores = first_scores(events, rng)
-                result.episodes, result.steps = len(scores), sum(len(s.trajectory) for s in scores)
-                # decide
-                eligible = candidates(scores, cfg)
-                picked = select(eligible)
-                result.eligible, result.picked = len(eligible), len(picked)
-                todo = [(s, k) for s, k in picked if sample_id(s.episode_id, k.step) not in done]
-                result.resumed = len(picked) - len(todo)
-                # publish
-                prompts = PromptReads(store or ObjectStore(settings.s3))
-                publishing = time.perf_counter()
-                await publish(prompts, writer, todo, result, on_progress)
-                result.sample_seconds = time.perf_counter() - publishing
-                result.prompt_reads = prompts.gets
-            finally:
-                await writer.stop()
+        # consume (the target's state, the scores and the fenced writer's start at once)
+        writer = DerivedWriter(settings, target, producer)
+        try:
+            done, events, _ = await asyncio.gather(
+                already(), _read(settings, producer, source, rng, result, on_progress),
+                writer.start())
+            scores = first_scores(events, rng)
+            result.episodes, result.steps = len(scores), sum(len(s.trajectory) for s in scores)
+            # decide
+            eligible = candidates(scores, cfg)
+            picked = select(eligible)
+            result.eligible, result.picked = len(eligible), len(picked)
+            todo = [(s, k) for s, k in picked if sample_id(s.episode_id, k.step) not in done]
+            result.resumed = len(picked) - len(todo)
+            # publish
+            prompts = PromptReads(store or ObjectStore(settings.s3))
+            publishing = time.perf_counter()
+            await publish(prompts, writer, todo, result, on_progress)
+            result.sample_seconds = time.perf_counter() - publishing
+            result.prompt_reads = prompts.gets
+        finally:
+            await writer.stop()
     result.seconds = time.perf_counter() - started
     return result
 

@@ -48,7 +48,7 @@ from processors.evaluator.trajectory import (
 )
 from processors.reprocess.agreement import Agreement, Provenance, agreement
 from processors.reprocess.derived import DerivedWriter, on_target
-from processors.reprocess.heap import job_heap
+from processors.reprocess.heap import in_job_heap
 from webgym_common.choices import JudgeKind
 from webgym_common.config import EvaluatorSettings, Settings
 from webgym_common.events import EpisodeCompleted, EpisodeScored, Event, StepObserved
@@ -166,6 +166,7 @@ class RescoreResult:
     agreement: Agreement = field(default_factory=Agreement)
 
 
+@in_job_heap  # the heap before the run is not walked by its collections
 async def rescore(settings: Settings, target: str, rng: LogRange, judge: Judge | None,
                   prov: Provenance, on_progress: Progress | None = None,
                   batch: int | None = None) -> RescoreResult:
@@ -174,28 +175,27 @@ async def rescore(settings: Settings, target: str, rng: LogRange, judge: Judge |
     batch = batch or (BATCH_RULES if judge is None else BATCH_LLM)
     started = time.perf_counter()
     cfg, result = settings.evaluator, RescoreResult(target, prov)
-    with job_heap():  # the heap before the run is not walked by its collections
-        async with EventProducer(settings, client_id="replay-rescore") as producer:
+    async with EventProducer(settings, client_id="replay-rescore") as producer:
 
-            async def already() -> dict[str, EpisodeScored]:
-                found = await on_target(settings, producer, Topic.EPISODES_SCORED, target,
-                                        rescore_key)
-                return {k: v for k, v in found.items() if isinstance(v, EpisodeScored)}
+        async def already() -> dict[str, EpisodeScored]:
+            found = await on_target(settings, producer, Topic.EPISODES_SCORED, target,
+                                    rescore_key)
+            return {k: v for k, v in found.items() if isinstance(v, EpisodeScored)}
 
-            # consume (the target's state, the log and the fenced writer's start at once)
-            writer = DerivedWriter(settings, target, producer)
-            try:
-                done, log, _ = await asyncio.gather(
-                    already(), read_episodes(settings, producer, rng, on_read=on_progress,
-                                             codec=producer.codec.projected(READS)),
-                    writer.start())
-                todo = [eid for eid in log.completions if eid not in done]
-                result.selected, result.records = len(log.completions), log.records
-                result.resumed = len(log.completions) - len(todo)
-                new = await score_all(log, todo, judge, prov, cfg, writer, result, on_progress,
-                                      batch)
-            finally:
-                await writer.stop()
+        # consume (the target's state, the log and the fenced writer's start at once)
+        writer = DerivedWriter(settings, target, producer)
+        try:
+            done, log, _ = await asyncio.gather(
+                already(), read_episodes(settings, producer, rng, on_read=on_progress,
+                                         codec=producer.codec.projected(READS)),
+                writer.start())
+            todo = [eid for eid in log.completions if eid not in done]
+            result.selected, result.records = len(log.completions), log.records
+            result.resumed = len(log.completions) - len(todo)
+            new = await score_all(log, todo, judge, prov, cfg, writer, result, on_progress,
+                                  batch)
+        finally:
+            await writer.stop()
     mine = {**{eid: s for eid, s in done.items() if eid in log.completions}, **new}
     result.agreement = agreement((log.scores.get(eid), mine[eid]) for eid in log.completions
                                  if eid in mine)

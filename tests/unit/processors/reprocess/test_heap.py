@@ -1,6 +1,6 @@
 import gc
 
-from processors.reprocess.heap import job_heap
+from processors.reprocess.heap import in_job_heap, job_heap
 
 
 class Node:
@@ -40,3 +40,13 @@ def test_someone_elses_freeze_is_left_as_it_was() -> None:
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+async def test_a_job_decorated_runs_inside_the_frozen_heap() -> None:
+    @in_job_heap
+    async def job(before: object) -> bool:
+        return gc.get_freeze_count() > 0 and not walked(before)
+
+    before = Node()
+    assert await job(before)
+    assert gc.get_freeze_count() == 0 and walked(before)
