@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -33,6 +34,17 @@ def admin_client(settings: Settings) -> AIOKafkaAdminClient:
         client_id="webgym-admin",
         **security_options(settings.kafka),
     )
+
+
+@asynccontextmanager
+async def started_admin(settings: Settings) -> AsyncIterator[AIOKafkaAdminClient]:
+    """An admin client, started, closed when the block ends."""
+    admin = admin_client(settings)
+    await admin.start()
+    try:
+        yield admin
+    finally:
+        await admin.close()
 
 
 async def create_topics(settings: Settings) -> list[TopicResult]:
@@ -123,14 +135,10 @@ async def describe_topic_configs(
 async def _describe_topic_configs_once(
     settings: Settings, names: list[str]
 ) -> dict[str, dict[str, str]]:
-    admin = admin_client(settings)
-    await admin.start()
-    try:
+    async with started_admin(settings) as admin:
         responses = await admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, n) for n in names]
         )
-    finally:
-        await admin.close()
     out: dict[str, dict[str, str]] = {}
     for response in responses:
         for resource in response.resources:
@@ -146,9 +154,7 @@ async def _describe_topic_configs_once(
 async def create_topic(settings: Settings, spec: TopicSpec) -> str:
     """One topic outside the registry (webgym reprocess's derived topics): "created" or "exists"
     (made before, by this or another process); returns once its partitions have leaders."""
-    admin = admin_client(settings)
-    await admin.start()
-    try:
+    async with started_admin(settings) as admin:
         # Asked to create it straight away: listing every topic first costs a metadata
         # response for the whole cluster, decoded in Python (hundreds of ms on a busy one).
         status = "exists"
@@ -162,27 +168,17 @@ async def create_topic(settings: Settings, spec: TopicSpec) -> str:
                 raise RuntimeError(f"creating topic {name} failed: error {code} {message}")
         await _wait_for_leaders(admin, [spec.name])
         return status
-    finally:
-        await admin.close()
 
 
 async def topic_names(settings: Settings) -> set[str]:
     """Every topic on the cluster."""
-    admin = admin_client(settings)
-    await admin.start()
-    try:
+    async with started_admin(settings) as admin:
         return set(await admin.list_topics())
-    finally:
-        await admin.close()
 
 
 async def delete_topics(settings: Settings, names: Collection[str]) -> None:
     """Delete `names` (a bench's scratch topics: never the pipeline's own)."""
     if not names:
         return
-    admin = admin_client(settings)
-    await admin.start()
-    try:
+    async with started_admin(settings) as admin:
         await admin.delete_topics(sorted(names), timeout_ms=settings.kafka.request_timeout_ms)
-    finally:
-        await admin.close()
