@@ -126,22 +126,22 @@ class _Tab:
 
     def __init__(self, browser: Browser) -> None:
         self.browser = browser
-        self.context: BrowserContext | None = None
+        self.open: tuple[BrowserContext, Page, _NavWatch] | None = None
 
     async def page(self) -> tuple[Page, _NavWatch]:
-        if self.context is None:
-            self.context = await self.browser.new_context(viewport={"width": 1280,
-                                                                    "height": 900})
-            self.context.set_default_timeout(STEP_MS)
-            self._page = await self.context.new_page()
-            self._nav = _NavWatch(self._page)
-        await self.context.clear_cookies()
-        self._nav.pending = False
-        return self._page, self._nav
+        if self.open is None:
+            context = await self.browser.new_context(viewport={"width": 1280, "height": 900})
+            context.set_default_timeout(STEP_MS)
+            page = await context.new_page()
+            self.open = (context, page, _NavWatch(page))
+        context, page, nav = self.open
+        await context.clear_cookies()
+        nav.pending = False
+        return page, nav
 
     async def close(self) -> None:
-        if self.context is not None:
-            context, self.context = self.context, None
+        if self.open is not None:
+            context, self.open = self.open[0], None
             await asyncio.wait_for(context.close(), 15)
 
 
