@@ -153,6 +153,10 @@ def curve(
     train_pool: TrainPool = typer.Option(
         TrainPool.ROLLOUT, help="Training draws: any train task, or only the rollout pool "
         "(fresh tasks the bank never holds)."),
+    warm_start_first: bool = typer.Option(
+        False, help="Train the warm start (v1) on the bank alone before any policy episode "
+        "(an empty iteration 0), so every later version is the policy's experience on top "
+        "of it; --iterations policy iterations follow."),
     bank_share: float = typer.Option(
         0.25, help="Share of each run's rows drawn from the bank after the warm start (0: "
         "the policy's own successes only)."),
@@ -200,7 +204,8 @@ def curve(
                                       "eval_splits": [eval_split],
                                       "eval_max_steps": eval_max_steps,
                                       "attempts_per_task": attempts, "train_pool": train_pool,
-                                      "seed": seed, "iteration_window": contexts},
+                                      "seed": seed, "iteration_window": contexts,
+                                      "warm_start_first": warm_start_first},
                              trainer={"max_steps": train_steps, "seed": seed,
                                       "demonstration_share": bank_share,
                                       "run_timeout_s": run_timeout_s(train_steps)},

@@ -156,6 +156,13 @@ def version_needed(iteration: int, max_staleness: int) -> int:
     return max(0, iteration - max_staleness)
 
 
+def episodes_in(iteration: int, tasks_per_iteration: int, train: bool,
+                warm_start_first: bool) -> int:
+    """Policy episodes iteration `iteration` requests: none in iteration 0 of a training loop
+    whose warm start comes first (its close trains v1 on the bank alone)."""
+    return 0 if train and warm_start_first and iteration == 0 else tasks_per_iteration
+
+
 def is_demonstration(eid: str, task: Task, split: str, share: float) -> bool:
     """Whether this episode runs teacher-forced as a demonstration: the first iteration's
     seeded demonstrations (`demonstration_id`), and a fixed share of training episodes whose

@@ -23,7 +23,12 @@ from rich.progress import (
 )
 
 from producers.controller.evaluate import BASELINE_EVAL_VERSION, evaluate_version, version_label
-from producers.controller.iteration import IterationState, solved_summary, version_needed
+from producers.controller.iteration import (
+    IterationState,
+    episodes_in,
+    solved_summary,
+    version_needed,
+)
 from producers.controller.rollout import next_iteration, run_iteration, wait_for_version
 from producers.controller.summary import heldout_report
 from webgym_common.config import Settings
@@ -78,16 +83,22 @@ async def evaluate_once(settings: Settings, producer: EventProducer, version: in
 
 async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iterations: int,
                   console: Console, report_dir: Path | None = None) -> list[RolloutMetrics]:
-    """`iterations` iterations; with `rollout.eval_every`, the baseline, every k-th served
+    """`iterations` iterations (after an empty iteration 0 that trains the warm start, with
+    `rollout.warm_start_first`); with `rollout.eval_every`, the baseline, every k-th served
     version and the last trained one evaluated on the held-out set, then the report."""
     results = []
     on_version: dict[int, RolloutMetrics] = {}  # the iteration that ran on each version
     async with EventProducer(settings, client_id="controller") as producer:
         if settings.rollout.eval_every and settings.rollout.eval_baseline:
             await evaluate_once(settings, producer, BASELINE_EVAL_VERSION, console)
-        served = 0
+        served, cfg = 0, settings.rollout
+        train = cfg.train and split == "train"
+        if episodes_in(await next_iteration(settings, producer, split), 1, train,
+                       cfg.warm_start_first) == 0:
+            iterations += 1  # the warm start's own iteration comes before the policy's
         for _ in range(iterations):
             iteration = await next_iteration(settings, producer, split)
+            n = episodes_in(iteration, tasks_per_iteration, train, cfg.warm_start_first)
             if settings.rollout.train:
                 needed = version_needed(iteration, settings.trainer.max_staleness)
                 served = await wait_and_say(settings, producer, needed, console,
@@ -96,14 +107,14 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
                     await evaluate_once(settings, producer, served, console)
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console) as progress:
-                bar = progress.add_task(f"it{iteration} {split}", total=tasks_per_iteration)
+                bar = progress.add_task(f"it{iteration} {split}", total=n)
 
                 def update(state: IterationState, bar: TaskID = bar) -> None:
                     progress.update(bar, completed=len(state.completed),
                                     total=len(state.requests), description=_describe(state))
 
-                state, closed = await run_iteration(settings, producer, iteration, split,
-                                                    tasks_per_iteration, update)
+                state, closed = await run_iteration(settings, producer, iteration, split, n,
+                                                    update)
             metrics = await wait_for_metrics(settings, producer, iteration)
             if metrics is None:  # no metrics process: recompute from the log, files too
                 table = await recompute_metrics(settings, producer, default_csv_path(settings))
@@ -115,7 +126,8 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
                           f"{solved_summary(state)}")
             print_metrics(metrics, console)
             results.append(metrics)
-            on_version.setdefault(served, metrics)
+            if n:  # the warm start's empty iteration says nothing of the version it ran on
+                on_version.setdefault(served, metrics)
         if results and settings.rollout.train and not settings.trainer.max_staleness:
             # The synchronous loop's last close makes one more version: wait for it (no run
             # left training behind the summary) and measure it like the others.

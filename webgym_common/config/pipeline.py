@@ -316,6 +316,10 @@ class RolloutSettings(BaseModel):
     # demonstration bank never holds (MiniWoB++'s rollout seeds), so what the policy learns
     # there is its own experience, not a bank solution seen again.
     train_pool: TrainPool = TrainPool.ALL
+    # Iteration 0 runs no policy episode: its close trains the warm start (v1) on the
+    # demonstration bank alone, so every later version is what the policy's own experience
+    # adds to it (else v1 also learns iteration 0's successes, made by the base model).
+    warm_start_first: bool = False
     # Shares per difficulty band for the ratio strategy.
     ratios: dict[Band, float] = Field(
         default_factory=lambda: {Band.EASY: 0.4, Band.MEDIUM: 0.4, Band.HARD: 0.2}

@@ -297,6 +297,14 @@ def test_the_first_run_trains_on_the_whole_bank_beside_its_draw() -> None:
     assert run.pool == 1  # the bank is outside the window
 
 
+def test_an_empty_iteration_0_trains_the_warm_start_on_the_bank_alone() -> None:
+    empty = IterationClosed(iteration=0, split="train", requested=0, completed=0, crashed=0,
+                            blocked=0, cancelled=0)  # rollout.warm_start_first
+    run = next_run(state_of(*bank(5), empty), settings())
+    assert run is not None and run.version == 1 and run.mode is TrainMode.LORA_SFT
+    assert sorted(run.sample_ids) == sorted(s.sample_id for s in bank(5))
+
+
 def test_without_warm_start_and_share_the_bank_is_not_trained_on() -> None:
     state = state_of(*bank(5), sample("train-it0-0000-a:0"), closed(0))
     run = next_run(state, settings(warm_start=False, demonstration_share=0))

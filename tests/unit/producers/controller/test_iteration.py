@@ -16,6 +16,7 @@ from producers.controller.iteration import (
     demonstration_id,
     demonstration_tasks,
     episode_id,
+    episodes_in,
     first_training_iteration,
     grace_begins,
     grace_over,
@@ -150,6 +151,17 @@ def test_the_newest_served_version_names_the_policy_version() -> None:
 def test_an_iteration_waits_for_the_version_its_staleness_allows(
         iteration: int, k: int, needed: int) -> None:
     assert version_needed(iteration, k) == needed
+
+
+@pytest.mark.parametrize(("iteration", "train", "first", "episodes"), [
+    (0, True, True, 0),  # the warm start's own iteration: its close trains v1 on the bank
+    (1, True, True, 128), (2, True, True, 128),
+    (0, True, False, 128),  # v1 learns the bank and iteration 0's successes
+    (0, False, True, 128),  # no training loop: no warm start to wait for
+])
+def test_only_a_warm_start_first_empties_iteration_0(
+        iteration: int, train: bool, first: bool, episodes: int) -> None:
+    assert episodes_in(iteration, 128, train, first) == episodes
 
 
 def test_demonstrations_are_a_stable_share_of_training_episodes_with_references() -> None:
