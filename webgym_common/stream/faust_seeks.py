@@ -11,7 +11,8 @@ run after the resume (a seek before it leaves the window open: the restarted pol
 first observations were never read). `FirstReads` closes the other one: a batch fetched
 before faust's own seek can still move its read offset past the committed one, and the
 first records of the partition are then dropped as already read; it seeks such a
-partition back.
+partition back, with faust's read offset of it pinned (`ReadOffsets`) until the re-read
+arrives.
 
 Seeks run on the consumer's own thread. faust's aiokafka driver keeps the Kafka consumer
 in a thread of its own and sends it work through `call_thread` (a fetch, a commit,
@@ -99,11 +100,76 @@ def skipped_start(first_offset: int, committed: int | None) -> bool:
     return committed is not None and first_offset > committed
 
 
+class ReadOffsets(dict[Any, int | None]):
+    """faust's read offsets (per partition, the last offset its drain loop handed out: a
+    record below it is dropped as already read), except for pinned partitions: there it
+    reads None and ignores faust's writes, so faust drops nothing and marks no gap.
+
+    A partition is pinned while it is read again from its start (FirstReads): the rest of
+    a stale batch, handed out after the seek back, would otherwise move the read offset
+    past the start again, and faust would then drop the re-read records below it. Its own
+    check of the read offset cannot close that window: faust moves the read offset only
+    after the agent has taken the event, so the last stale event can look harmless.
+    """
+
+    def __init__(self, offsets: Mapping[Any, int | None] | None = None) -> None:
+        super().__init__(offsets or {})
+        self.pinned: set[Any] = set()
+
+    def __missing__(self, tp: Any) -> None:
+        return None  # as faust's defaultdict(lambda: None), without storing it
+
+    def __getitem__(self, tp: Any) -> int | None:
+        return None if tp in self.pinned else super().__getitem__(tp)
+
+    def get(self, tp: Any, default: Any = None) -> Any:
+        return None if tp in self.pinned else super().get(tp, default)
+
+    def __setitem__(self, tp: Any, offset: int | None) -> None:
+        if tp not in self.pinned:
+            super().__setitem__(tp, offset)
+
+    def pin(self, tp: Any) -> None:
+        self.pinned.add(tp)
+
+    def unpin(self, tp: Any) -> None:
+        """Back to faust's own bookkeeping, from no read offset (what faust set while the
+        partition was pinned, or before, may lie past records still to come)."""
+        self.pinned.discard(tp)
+        super().pop(tp, None)
+
+
+def use_read_offsets(app: faust.App) -> None:
+    """Give the app's consumer ReadOffsets as it is made: faust's drain loop binds the read
+    offsets' methods when it starts, and during a table recovery it starts before the
+    rebalance is complete, where FirstReads first learns what to pin."""
+    if getattr(app, "_consumer", None) is not None or not hasattr(app, "_new_consumer"):
+        read_offsets(app)  # made already (or a test's fake): replaced now
+        return
+    new_consumer = app._new_consumer
+
+    def with_read_offsets() -> Any:
+        consumer: Any = new_consumer()
+        consumer._read_offset = ReadOffsets(consumer._read_offset)
+        return consumer
+
+    app._new_consumer = with_read_offsets  # type: ignore[method-assign]
+
+
+def read_offsets(app: faust.App) -> ReadOffsets:
+    """The app's consumer's read offsets, as ReadOffsets."""
+    consumer: Any = app.consumer
+    offsets = consumer._read_offset
+    if not isinstance(offsets, ReadOffsets):
+        offsets = consumer._read_offset = ReadOffsets(offsets)
+    return offsets
+
+
 @dataclass
 class _Start:
     committed: int  # where the partition's reading was to start
-    dropped_up_to: int | None = None  # the highest offset dropped since the first seek
-    seeks: int = 0
+    dropped_up_to: int | None = None  # the highest offset dropped since the seek
+    dropped: int = 0
 
 
 class FirstReads:
@@ -116,22 +182,27 @@ class FirstReads:
     episode was judged without it). `starting_at` takes the committed offsets of a new
     assignment (from `rewind_uncommitted`). `check(event)` is True for an event the agent
     must drop, neither handling nor acking it: one that lies past its partition's start
-    while the start has not come. The first such event seeks the partition back to the
-    start; later ones (the rest of the stale batch) seek again only if faust's read offset
-    moved past the start once more (faust would drop the re-read). Dropping rather than
-    handling matters: acked first, such an event would let faust commit past the start
-    (it commits the first run of acked offsets). An event at or below the highest dropped
-    offset means the partition is being read again (from its start, or from the first
-    record after transaction markers): from there on, everything is handled. After
-    `max_seeks` the partition is read as it comes (logged): never stalled.
+    while the start has not come. The first such event pins the partition's read offset
+    (ReadOffsets: faust then drops none of what it reads again) and seeks it back to the
+    start, once; the rest of the stale batch is dropped. Dropping rather than handling
+    matters: acked first, such an event would let faust commit past the start (it commits
+    the first run of acked offsets). An event at or below the highest dropped offset means
+    the partition is being read again (from its start, or from the first record after
+    transaction markers): from there on, everything is handled and faust keeps the read
+    offset again. After `max_dropped` events without the start the partition is read as
+    it comes (logged): never stalled.
     """
 
-    def __init__(self, app: faust.App, max_seeks: int = 100) -> None:
+    def __init__(self, app: faust.App, max_dropped: int = 100_000) -> None:
         self.app = app
-        self.max_seeks = max_seeks
+        self.max_dropped = max_dropped
         self.waiting: dict[Any, _Start] = {}
+        use_read_offsets(app)
 
     def starting_at(self, positions: dict[Any, int]) -> None:
+        offsets = read_offsets(self.app)
+        for tp in list(offsets.pinned):
+            offsets.unpin(tp)
         self.waiting = {tp: _Start(offset) for tp, offset in positions.items()}
 
     async def check(self, event: faust.EventT) -> bool:
@@ -145,20 +216,23 @@ class FirstReads:
                 del self.waiting[msg.tp]  # the start came first: nothing to do
                 return False
         elif msg.offset <= start.dropped_up_to:
-            del self.waiting[msg.tp]  # the partition is being read again from its start
+            self._read_on(msg.tp)  # the partition is being read again from its start
             return False
-        if start.seeks >= self.max_seeks:
-            log.warning("%s: its start %d still did not come after %d seeks: reading on",
-                        msg.tp, start.committed, start.seeks)
-            del self.waiting[msg.tp]
+        if start.dropped >= self.max_dropped:
+            log.warning("%s: its start %d still did not come after %d events: reading on",
+                        msg.tp, start.committed, start.dropped)
+            self._read_on(msg.tp)
             return False
-        start.dropped_up_to = msg.offset
-        consumer: Any = self.app.consumer
-        read = getattr(consumer, "_read_offset", {}).get(msg.tp)
-        if start.seeks == 0 or (read is not None and read > start.committed):
-            start.seeks += 1
+        first, start.dropped_up_to = start.dropped_up_to is None, msg.offset
+        start.dropped += 1
+        if first:
             log.warning("%s: the event at %d came before the one at the committed offset %d: "
                         "reading the partition again from there", msg.tp, msg.offset,
                         start.committed)
-            await seek(consumer, msg.tp, start.committed)
+            read_offsets(self.app).pin(msg.tp)  # before the seek: see ReadOffsets
+            await seek(self.app.consumer, msg.tp, start.committed)
         return True
+
+    def _read_on(self, tp: Any) -> None:
+        del self.waiting[tp]
+        read_offsets(self.app).unpin(tp)

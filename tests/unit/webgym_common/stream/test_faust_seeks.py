@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
@@ -78,62 +79,111 @@ def test_a_first_event_past_the_committed_offset_skipped_the_start() -> None:
 
 
 class SeekingApp:
-    """A faust app whose consumer records its seeks and has faust's read offsets."""
+    """A faust app whose consumer records its seeks and reads a partition's log as faust's
+    drain loop does: a record below the read offset is dropped as already read, and the
+    read offset moves only after the agent has taken the record."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: dict[Any, list[int]] | None = None) -> None:
         self.seeks: list[tuple[Any, int]] = []
         self.consumer = self
-        self._read_offset: dict[Any, int] = {}
+        self._read_offset: dict[Any, int | None] = {}
+        self.log = log or {}
+        self.position: dict[Any, int] = {}  # where the next fetch starts
 
     async def seek(self, tp: Any, offset: int) -> None:
         self.seeks.append((tp, offset))
+        self.position[tp] = offset
         self._read_offset[tp] = offset  # as faust's Consumer.seek
+
+    async def drain(self, tp: Any, batch: list[int], agent: Callable[[Any], Awaitable[bool]],
+                    ) -> list[int]:
+        """Hand `batch` (offsets fetched before any seek), then what the partition's log
+        holds from its fetch position, to `agent`; the offsets it handled, in order."""
+        handled: list[int] = []
+        fetched, seeks = list(batch), len(self.seeks)
+        while fetched:
+            offset = fetched.pop(0)
+            read = self._read_offset.get(tp)
+            if read is None or offset >= read:
+                if not await agent(obs_event(tp[1], offset)):
+                    handled.append(offset)
+                self._read_offset[tp] = offset  # after the agent took it, as faust does
+            if not fetched or len(self.seeks) > seeks:  # the next fetch
+                seeks = len(self.seeks)
+                start = self.position.pop(tp, None)
+                if start is not None:
+                    fetched = [o for o in self.log[tp] if o >= start]
+        return handled
 
 
 def obs_event(partition: int, offset: int) -> Any:
     return AckedEvent(AckedMessage("t.obs", partition, offset, []))
 
 
-async def test_first_reads_drop_a_stale_batch_until_the_partition_is_read_again() -> None:
-    app = SeekingApp()
+async def test_a_stale_batch_is_dropped_and_the_partition_read_again_from_its_start() -> None:
+    p0 = ("t.obs", 0)
+    app = SeekingApp({p0: list(range(6, 13))})
     reads = FirstReads(app)  # type: ignore[arg-type]
-    p0, p1 = ("t.obs", 0), ("t.obs", 1)
-    reads.starting_at({p0: 6, p1: 3})
-    assert await reads.check(obs_event(0, 7))  # 6 never came: dropped, read again from 6
+    reads.starting_at({p0: 6})
+    # 8-10 were fetched before faust's seek to 6. Each stale record moves faust's read
+    # offset after the agent saw it: without the pin, 10 would leave it past 6-9, and the
+    # re-read of 6-9 would be dropped as already read.
+    handled = await app.drain(p0, [8, 9, 10], reads.check)
+    assert handled == list(range(6, 13))  # every record from the start, once, in order
     assert app.seeks == [(p0, 6)]
-    assert not await reads.check(obs_event(1, 3))  # the start itself: nothing to do
-    assert not await reads.check(obs_event(1, 9)) and app.seeks == [(p0, 6)]
-    # The rest of the stale batch: dropped; no new seek while faust would read 6 again...
-    assert await reads.check(obs_event(0, 8))
-    assert app.seeks == [(p0, 6)]
-    # ... one when a stale delivery moved faust's read offset past the start again.
-    app._read_offset[p0] = 9
-    assert await reads.check(obs_event(0, 9))
-    assert app.seeks == [(p0, 6), (p0, 6)]
-    # The partition read again: from here on everything is handled, once.
-    for offset in (6, 7, 8, 9, 10):
-        assert not await reads.check(obs_event(0, offset))
-    assert app.seeks == [(p0, 6), (p0, 6)]
+    assert app._read_offset.get(p0) == 12  # faust keeps the read offset again
+
+
+async def test_a_partition_that_starts_at_its_committed_offset_is_left_alone() -> None:
+    p1 = ("t.obs", 1)
+    app = SeekingApp({p1: [3, 4, 5]})
+    reads = FirstReads(app)  # type: ignore[arg-type]
+    reads.starting_at({p1: 3})
+    assert await app.drain(p1, [3, 4, 5], reads.check) == [3, 4, 5]
+    assert app.seeks == []
 
 
 async def test_a_start_behind_transaction_markers_is_the_first_record_read_again() -> None:
-    app = SeekingApp()
+    p2 = ("t.obs", 2)
+    app = SeekingApp({p2: [7, 8, 9]})  # 6 is a commit marker: 7 is the first record
     reads = FirstReads(app)  # type: ignore[arg-type]
-    reads.starting_at({("t.obs", 2): 6})  # 6 is a commit marker: 7 is the first record
-    assert await reads.check(obs_event(2, 7))
-    assert not await reads.check(obs_event(2, 7))  # read again: 7 is where it starts
-    assert not await reads.check(obs_event(2, 8))
+    reads.starting_at({p2: 6})
+    assert await app.drain(p2, [8], reads.check) == [7, 8, 9]
+    assert app.seeks == [(p2, 6)]
 
 
 async def test_first_reads_never_stall_a_partition() -> None:
+    p0 = ("t.obs", 0)
     app = SeekingApp()
-    reads = FirstReads(app, max_seeks=2)  # type: ignore[arg-type]
-    reads.starting_at({("t.obs", 0): 6})
+    reads = FirstReads(app, max_dropped=2)  # type: ignore[arg-type]
+    reads.starting_at({p0: 6})
     for offset in (7, 8):
-        app._read_offset[("t.obs", 0)] = offset  # each delivery moves faust past the start
         assert await reads.check(obs_event(0, offset))
-    assert not await reads.check(obs_event(0, 9))  # 2 seeks and still no start: read on
-    assert len(app.seeks) == 2
+    assert not await reads.check(obs_event(0, 9))  # 2 dropped and still no start: read on
+    assert len(app.seeks) == 1
+    app._read_offset[p0] = 9
+    assert app._read_offset.get(p0) == 9  # unpinned: faust's bookkeeping again
+
+
+def test_read_offsets_of_a_pinned_partition_read_none_and_ignore_writes() -> None:
+    offsets = faust_seeks.ReadOffsets({"a": 5, "b": 7})
+    offsets.pin("a")
+    offsets["a"] = 9
+    assert offsets["a"] is None and offsets.get("a") is None and offsets["b"] == 7
+    assert offsets["c"] is None and "c" not in offsets  # faust's defaultdict, unstored
+    offsets.unpin("a")
+    assert offsets["a"] is None  # neither the write while pinned nor the old offset
+    offsets["a"] = 10
+    assert offsets["a"] == 10
+
+
+def test_the_consumer_gets_read_offsets_as_faust_makes_it() -> None:
+    made = SimpleNamespace(_read_offset=defaultdict(lambda: None, {"t.obs[0]": 4}))
+    app = SimpleNamespace(_consumer=None, _new_consumer=lambda: made)
+    faust_seeks.use_read_offsets(app)  # type: ignore[arg-type]
+    consumer = app._new_consumer()
+    assert isinstance(consumer._read_offset, faust_seeks.ReadOffsets)
+    assert consumer._read_offset["t.obs[0]"] == 4
 
 
 class SeekingConsumer:
