@@ -156,11 +156,16 @@ def version_needed(iteration: int, max_staleness: int) -> int:
     return max(0, iteration - max_staleness)
 
 
+def is_warm_start_iteration(iteration: int, train: bool, warm_start_first: bool) -> bool:
+    """Iteration 0 of a training loop whose warm start comes first: it requests no policy
+    episode, and its close trains v1 on the bank alone."""
+    return train and warm_start_first and iteration == 0
+
+
 def episodes_in(iteration: int, tasks_per_iteration: int, train: bool,
                 warm_start_first: bool) -> int:
-    """Policy episodes iteration `iteration` requests: none in iteration 0 of a training loop
-    whose warm start comes first (its close trains v1 on the bank alone)."""
-    return 0 if train and warm_start_first and iteration == 0 else tasks_per_iteration
+    """Policy episodes iteration `iteration` requests."""
+    return 0 if is_warm_start_iteration(iteration, train, warm_start_first) else tasks_per_iteration
 
 
 def is_demonstration(eid: str, task: Task, split: str, share: float) -> bool:

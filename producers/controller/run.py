@@ -26,6 +26,7 @@ from producers.controller.evaluate import BASELINE_EVAL_VERSION, evaluate_versio
 from producers.controller.iteration import (
     IterationState,
     episodes_in,
+    is_warm_start_iteration,
     solved_summary,
     version_needed,
 )
@@ -93,8 +94,8 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
             await evaluate_once(settings, producer, BASELINE_EVAL_VERSION, console)
         served, cfg = 0, settings.rollout
         train = cfg.train and split == "train"
-        if episodes_in(await next_iteration(settings, producer, split), 1, train,
-                       cfg.warm_start_first) == 0:
+        if is_warm_start_iteration(await next_iteration(settings, producer, split), train,
+                                   cfg.warm_start_first):
             iterations += 1  # the warm start's own iteration comes before the policy's
         for _ in range(iterations):
             iteration = await next_iteration(settings, producer, split)
