@@ -154,9 +154,8 @@ def curve(
         TrainPool.ROLLOUT, help="Training draws: any train task, or only the rollout pool "
         "(fresh tasks the bank never holds)."),
     warm_start_first: bool = typer.Option(
-        False, help="Train the warm start (v1) on the bank alone before any policy episode "
-        "(an empty iteration 0), so every later version is the policy's experience on top "
-        "of it; --iterations policy iterations follow."),
+        False, help="Train the warm start (v1) on the bank alone, in an empty iteration 0 "
+        "before the policy's --iterations."),
     bank_share: float = typer.Option(
         0.25, help="Share of each run's rows drawn from the bank after the warm start (0: "
         "the policy's own successes only)."),
