@@ -162,12 +162,6 @@ def is_warm_start_iteration(iteration: int, train: bool, warm_start_first: bool)
     return train and warm_start_first and iteration == 0
 
 
-def episodes_in(iteration: int, tasks_per_iteration: int, train: bool,
-                warm_start_first: bool) -> int:
-    """Policy episodes iteration `iteration` requests."""
-    return 0 if is_warm_start_iteration(iteration, train, warm_start_first) else tasks_per_iteration
-
-
 def is_demonstration(eid: str, task: Task, split: str, share: float) -> bool:
     """Whether this episode runs teacher-forced as a demonstration: the first iteration's
     seeded demonstrations (`demonstration_id`), and a fixed share of training episodes whose

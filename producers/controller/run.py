@@ -25,7 +25,6 @@ from rich.progress import (
 from producers.controller.evaluate import BASELINE_EVAL_VERSION, evaluate_version, version_label
 from producers.controller.iteration import (
     IterationState,
-    episodes_in,
     is_warm_start_iteration,
     solved_summary,
     version_needed,
@@ -92,14 +91,14 @@ async def rollout(settings: Settings, split: str, tasks_per_iteration: int, iter
     async with EventProducer(settings, client_id="controller") as producer:
         if settings.rollout.eval_every and settings.rollout.eval_baseline:
             await evaluate_once(settings, producer, BASELINE_EVAL_VERSION, console)
-        served, cfg = 0, settings.rollout
+        served, cfg, policy_iterations = 0, settings.rollout, 0
         train = cfg.train and split == "train"
-        if is_warm_start_iteration(await next_iteration(settings, producer, split), train,
-                                   cfg.warm_start_first):
-            iterations += 1  # the warm start's own iteration comes before the policy's
-        for _ in range(iterations):
+        while policy_iterations < iterations:
             iteration = await next_iteration(settings, producer, split)
-            n = episodes_in(iteration, tasks_per_iteration, train, cfg.warm_start_first)
+            # The warm start's own iteration requests nothing and is not one of `iterations`.
+            warm = is_warm_start_iteration(iteration, train, cfg.warm_start_first)
+            n = 0 if warm else tasks_per_iteration
+            policy_iterations += not warm
             if settings.rollout.train:
                 needed = version_needed(iteration, settings.trainer.max_staleness)
                 served = await wait_and_say(settings, producer, needed, console,

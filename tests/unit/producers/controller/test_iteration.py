@@ -16,11 +16,11 @@ from producers.controller.iteration import (
     demonstration_id,
     demonstration_tasks,
     episode_id,
-    episodes_in,
     first_training_iteration,
     grace_begins,
     grace_over,
     is_demonstration,
+    is_warm_start_iteration,
     iteration_to_run,
     latest_policy_version,
     make_request,
@@ -153,15 +153,15 @@ def test_an_iteration_waits_for_the_version_its_staleness_allows(
     assert version_needed(iteration, k) == needed
 
 
-@pytest.mark.parametrize(("iteration", "train", "first", "episodes"), [
-    (0, True, True, 0),  # the warm start's own iteration: its close trains v1 on the bank
-    (1, True, True, 128), (2, True, True, 128),
-    (0, True, False, 128),  # v1 learns the bank and iteration 0's successes
-    (0, False, True, 128),  # no training loop: no warm start to wait for
+@pytest.mark.parametrize(("iteration", "train", "first", "warm"), [
+    (0, True, True, True),  # the warm start's own iteration: its close trains v1 on the bank
+    (1, True, True, False), (2, True, True, False),
+    (0, True, False, False),  # v1 learns the bank and iteration 0's successes
+    (0, False, True, False),  # no training loop: no warm start to wait for
 ])
 def test_only_a_warm_start_first_empties_iteration_0(
-        iteration: int, train: bool, first: bool, episodes: int) -> None:
-    assert episodes_in(iteration, 128, train, first) == episodes
+        iteration: int, train: bool, first: bool, warm: bool) -> None:
+    assert is_warm_start_iteration(iteration, train, first) is warm
 
 
 def test_demonstrations_are_a_stable_share_of_training_episodes_with_references() -> None:
